@@ -1,0 +1,30 @@
+# tunnelbench: see README.md.
+GO ?= go
+BUF_VERSION := v1.75.0
+BIN := bin
+
+.PHONY: all build test bench generate lint fmt
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+test:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
+	$(GO) test -race -timeout 15m ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./bench/
+
+# Regenerates the protobuf code with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc; see buf.gen.yaml).
+generate:
+	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate --path core/rpc
+
+lint:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
+
+fmt:
+	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')

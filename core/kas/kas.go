@@ -1,0 +1,405 @@
+// Package kas assembles a kas server from the tunnel core: the agent API, the public and internal gRPC
+// APIs that route calls, the private API for other kas instances, metrics and health endpoints, and a
+// graceful shutdown.
+//
+// It is what cmd/kas runs and what the harness embeds; it holds no routing logic of its own.
+package kas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+)
+
+// Defaults.
+const (
+	DefaultAgentListen   = "127.0.0.1:8150"
+	DefaultMetricsListen = "127.0.0.1:8151"
+	DefaultAPIListen     = "127.0.0.1:8153"
+	DefaultPrivateListen = "127.0.0.1:8155"
+	// DefaultMaxConnectionAge is how long an agent connection may live before kas rotates it.
+	DefaultMaxConnectionAge = 30 * time.Minute
+	// DefaultShutdownGrace is how long calls in flight may run after shutdown begins.
+	DefaultShutdownGrace = 10 * time.Second
+	// DefaultMaxMessageSize is the largest message kas routes.
+	DefaultMaxMessageSize = 4 << 20
+	// envelopeOverhead is room for the protocol envelope around a routed message.
+	envelopeOverhead = 64 << 10
+	// agentKeepaliveTime: kas pings an agent connection that was quiet this long, so that a vanished
+	// agent (a black hole, not a closed socket) is noticed.
+	agentKeepaliveTime    = 20 * time.Second
+	agentKeepaliveTimeout = 10 * time.Second
+	// AgentMinPingInterval is the most often an agent may ping kas.
+	AgentMinPingInterval = 5 * time.Second
+)
+
+// Config configures a kas. For each listener, a ready net.Listener wins over its address; an empty
+// address with no listener disables that listener (the agent API is always on).
+type Config struct {
+	AgentListen   string
+	APIListen     string
+	PrivateListen string
+	MetricsListen string
+
+	AgentListener   net.Listener
+	APIListener     net.Listener
+	PrivateListener net.Listener
+	MetricsListener net.Listener
+
+	// Authenticator maps agent tokens to agent ids. Required.
+	Authenticator tunserver.AgentAuthenticator
+	// FindTimeout bounds how long a call waits for a tunnel. Zero means tunserver.DefaultFindTimeout.
+	FindTimeout time.Duration
+	// MaxConnectionAge rotates agent connections. Zero means DefaultMaxConnectionAge; negative disables.
+	MaxConnectionAge time.Duration
+	// ShutdownGrace bounds how long calls in flight may run after Shutdown begins.
+	ShutdownGrace time.Duration
+	// MaxMessageSize is the largest request or response message routed.
+	MaxMessageSize int
+
+	// Metrics is where kas records its metrics. Nil creates a provider with Go runtime metrics.
+	Metrics *metrics.Provider
+	Log     *slog.Logger
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Authenticator == nil {
+		errs = append(errs, errors.New("an agent authenticator is required (agent tokens)"))
+	}
+	if c.AgentListen == "" && c.AgentListener == nil {
+		errs = append(errs, errors.New("the agent API needs a listen address"))
+	}
+	if c.FindTimeout < 0 {
+		errs = append(errs, fmt.Errorf("tunnel find timeout must be positive, got %s", c.FindTimeout))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("shutdown grace must not be negative, got %s", c.ShutdownGrace))
+	}
+	if c.MaxMessageSize < 0 {
+		errs = append(errs, fmt.Errorf("max message size must be positive, got %d", c.MaxMessageSize))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("kas config: %w", errors.Join(errs...))
+	}
+	if c.FindTimeout == 0 {
+		c.FindTimeout = tunserver.DefaultFindTimeout
+	}
+	if c.MaxConnectionAge == 0 {
+		c.MaxConnectionAge = DefaultMaxConnectionAge
+	}
+	if c.MaxConnectionAge < 0 {
+		c.MaxConnectionAge = 0
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Server is one kas.
+type Server struct {
+	cfg      Config
+	metrics  *metrics.Provider
+	ownsMP   bool
+	registry *tunserver.Registry
+	router   *tunserver.Router
+
+	agentServer    *grpc.Server
+	apiServer      *grpc.Server
+	internalServer *grpc.Server
+	privateServer  *grpc.Server
+	httpServer     *http.Server
+
+	internalListener *grpctool.InMemoryListener
+	privateMemory    *grpctool.InMemoryListener
+	internalConn     *grpc.ClientConn
+	privateConn      *grpc.ClientConn
+
+	listeners struct {
+		agent, api, private, metrics net.Listener
+	}
+	ready    atomic.Bool
+	serveWG  sync.WaitGroup
+	shutOnce sync.Once
+}
+
+// New builds a kas; Start opens its listeners.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, metrics: cfg.Metrics}
+	if s.metrics == nil {
+		mp, err := metrics.New(metrics.WithRuntimeMetrics())
+		if err != nil {
+			return nil, err
+		}
+		s.metrics, s.ownsMP = mp, true
+	}
+	meter := s.metrics.Meter("github.com/tunnelbench/tunnelbench/core/kas")
+	s.registry = tunserver.NewRegistry(cfg.Log, 0)
+	if err := tunserver.RegisterRegistryMetrics(meter, s.registry); err != nil {
+		return nil, fmt.Errorf("registry metrics: %w", err)
+	}
+
+	routedMax := cfg.MaxMessageSize
+	envelopeMax := cfg.MaxMessageSize + envelopeOverhead
+	agentOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(envelopeMax),
+		grpc.MaxSendMsgSize(envelopeMax),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: AgentMinPingInterval, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(agentKeepalive(cfg.MaxConnectionAge)),
+	}
+	s.agentServer = grpc.NewServer(agentOpts...)
+	s.internalListener = grpctool.NewInMemoryListener()
+	s.privateMemory = grpctool.NewInMemoryListener()
+	var err error
+	s.privateConn, err = grpctool.DialInMemory(s.privateMemory, grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(envelopeMax), grpc.MaxCallSendMsgSize(envelopeMax)))
+	if err != nil {
+		return nil, fmt.Errorf("dial own private API: %w", err)
+	}
+	s.internalConn, err = grpctool.DialInMemory(s.internalListener, grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(routedMax), grpc.MaxCallSendMsgSize(routedMax)))
+	if err != nil {
+		return nil, fmt.Errorf("dial own internal API: %w", err)
+	}
+
+	// Every method is routable, registered or not: the routing and gateway handlers are also the
+	// servers' unknown service handlers. The servers exist before the router that needs them, hence the
+	// indirection.
+	var router *tunserver.Router
+	route := func(srv any, stream grpc.ServerStream) error { return router.RouteStream(srv, stream) }
+	gateway := func(srv any, stream grpc.ServerStream) error { return router.GatewayStreamHandler()(srv, stream) }
+	routingServer := func() *grpc.Server {
+		return grpc.NewServer(
+			grpctool.RawServerCodec(),
+			grpc.MaxRecvMsgSize(routedMax),
+			grpc.MaxSendMsgSize(routedMax),
+			grpc.UnknownServiceHandler(route),
+		)
+	}
+	s.internalServer = routingServer()
+	s.apiServer = routingServer()
+	s.privateServer = grpc.NewServer(
+		grpctool.RawServerCodec(),
+		grpc.MaxRecvMsgSize(envelopeMax),
+		grpc.MaxSendMsgSize(envelopeMax),
+		grpc.UnknownServiceHandler(gateway),
+	)
+	router, err = tunserver.NewRouter(tunserver.RouterConfig{
+		Registry:       s.registry,
+		Finder:         tunserver.SelfFinder{Conn: s.privateConn},
+		InternalServer: s.internalServer,
+		PrivateServer:  s.privateServer,
+		FindTimeout:    cfg.FindTimeout,
+		Meter:          meter,
+		Log:            cfg.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.router = router
+	agentAPI, err := tunserver.NewAgentAPI(cfg.Authenticator, s.registry, cfg.MaxConnectionAge, cfg.Log)
+	if err != nil {
+		return nil, err
+	}
+	rpc.RegisterReverseTunnelServer(s.agentServer, agentAPI)
+	return s, nil
+}
+
+// agentKeepalive rotates agent connections: GOAWAY at 20% of the max age (gRPC adds ±10%), then 65% of
+// the age for calls in flight to finish. Idle tunnels end earlier, at their own deadline (see
+// tunserver.TunnelDeadline), so rotation never breaks a call.
+func agentKeepalive(maxAge time.Duration) keepalive.ServerParameters {
+	kp := keepalive.ServerParameters{Time: agentKeepaliveTime, Timeout: agentKeepaliveTimeout}
+	if maxAge > 0 {
+		kp.MaxConnectionAge = maxAge * 20 / 100
+		kp.MaxConnectionAgeGrace = maxAge * 65 / 100
+	}
+	return kp
+}
+
+// Start opens the listeners and serves. It returns once every listener accepts connections.
+func (s *Server) Start() error {
+	var err error
+	listen := func(l net.Listener, addr string) net.Listener {
+		if err != nil || l != nil || addr == "" {
+			return l
+		}
+		var nl net.Listener
+		nl, err = net.Listen("tcp", addr)
+		if err != nil {
+			err = fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		return nl
+	}
+	s.listeners.agent = listen(s.cfg.AgentListener, s.cfg.AgentListen)
+	s.listeners.api = listen(s.cfg.APIListener, s.cfg.APIListen)
+	s.listeners.private = listen(s.cfg.PrivateListener, s.cfg.PrivateListen)
+	s.listeners.metrics = listen(s.cfg.MetricsListener, s.cfg.MetricsListen)
+	if err != nil {
+		s.closeListeners()
+		return err
+	}
+	serve := func(srv *grpc.Server, l net.Listener) {
+		if l == nil {
+			return
+		}
+		s.serveWG.Add(1)
+		go func() {
+			defer s.serveWG.Done()
+			_ = srv.Serve(l) // returns when the server stops
+		}()
+	}
+	serve(s.agentServer, s.listeners.agent)
+	serve(s.apiServer, s.listeners.api)
+	serve(s.privateServer, s.listeners.private)
+	serve(s.privateServer, s.privateMemory)
+	serve(s.internalServer, s.internalListener)
+	if s.listeners.metrics != nil {
+		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.serveWG.Add(1)
+		go func() {
+			defer s.serveWG.Done()
+			_ = s.httpServer.Serve(s.listeners.metrics)
+		}()
+	}
+	s.ready.Store(true)
+	s.cfg.Log.Info("kas started", "agent_api", addrOf(s.listeners.agent), "public_api", addrOf(s.listeners.api),
+		"private_api", addrOf(s.listeners.private), "metrics", addrOf(s.listeners.metrics), "plaintext", true)
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range []net.Listener{s.listeners.agent, s.listeners.api, s.listeners.private, s.listeners.metrics} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+func addrOf(l net.Listener) string {
+	if l == nil {
+		return "off"
+	}
+	return l.Addr().String()
+}
+
+func (s *Server) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", s.metrics.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !s.ready.Load() {
+			http.Error(w, "not ready: shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	return mux
+}
+
+// Addrs are the addresses kas listens on; nil for a listener that is off.
+type Addrs struct {
+	Agent, API, Private, Metrics net.Addr
+}
+
+// Addrs returns the listening addresses, useful when listening on port 0.
+func (s *Server) Addrs() Addrs {
+	a := func(l net.Listener) net.Addr {
+		if l == nil {
+			return nil
+		}
+		return l.Addr()
+	}
+	return Addrs{Agent: a(s.listeners.agent), API: a(s.listeners.api), Private: a(s.listeners.private), Metrics: a(s.listeners.metrics)}
+}
+
+// InternalConn is a connection to kas's internal API for callers in the same process: any method called
+// on it with the kas-hop-routing-agent-id metadata is routed to that agent.
+func (s *Server) InternalConn() *grpc.ClientConn {
+	return s.internalConn
+}
+
+// RegisterTunclientAPI registers an agent service's methods explicitly (they are routable anyway).
+func (s *Server) RegisterTunclientAPI(desc *grpc.ServiceDesc) {
+	s.router.RegisterTunclientAPI(desc)
+}
+
+// Registry is kas's tunnel registry.
+func (s *Server) Registry() *tunserver.Registry {
+	return s.registry
+}
+
+// Metrics is kas's metrics provider.
+func (s *Server) Metrics() *metrics.Provider {
+	return s.metrics
+}
+
+// Shutdown stops kas gracefully: readiness fails, waiting calls get Unavailable "kas is shutting down",
+// idle tunnels end so their agents reconnect elsewhere (with jitter), and calls in flight get up to
+// ShutdownGrace to finish before they are cut. ctx can shorten the grace. It returns when every server
+// goroutine ended.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.shutOnce.Do(func() {
+		s.ready.Store(false)
+		s.registry.Stop()
+		graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
+		defer cancel()
+		servers := []*grpc.Server{s.apiServer, s.internalServer, s.agentServer, s.privateServer}
+		var wg sync.WaitGroup
+		for _, srv := range servers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				stopped := make(chan struct{})
+				go func() {
+					srv.GracefulStop()
+					close(stopped)
+				}()
+				select {
+				case <-stopped:
+				case <-graceCtx.Done():
+					srv.Stop()
+					<-stopped
+				}
+			}()
+		}
+		wg.Wait()
+		if s.httpServer != nil {
+			_ = s.httpServer.Shutdown(graceCtx)
+			_ = s.httpServer.Close()
+		}
+		_ = s.internalConn.Close()
+		_ = s.privateConn.Close()
+		s.serveWG.Wait()
+		if s.ownsMP {
+			_ = s.metrics.Shutdown(context.Background())
+		}
+		s.cfg.Log.Info("kas stopped")
+	})
+}

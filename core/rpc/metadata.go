@@ -1,0 +1,53 @@
+package rpc
+
+import (
+	"google.golang.org/grpc/metadata"
+)
+
+// MetaToValues converts gRPC metadata to its wire form. Values are copied as bytes, so "-bin" keys keep
+// their binary values.
+func MetaToValues(md metadata.MD) map[string]*Values {
+	if len(md) == 0 {
+		return nil
+	}
+	out := make(map[string]*Values, len(md))
+	for k, vals := range md {
+		v := make([][]byte, len(vals))
+		for i, s := range vals {
+			v[i] = []byte(s)
+		}
+		out[k] = &Values{Value: v}
+	}
+	return out
+}
+
+// ValuesToMeta converts the wire form back to gRPC metadata. Keys are lower-cased by metadata.MD rules
+// when the result is used; an entry without values is dropped.
+func ValuesToMeta(vals map[string]*Values) metadata.MD {
+	if len(vals) == 0 {
+		return nil
+	}
+	md := make(metadata.MD, len(vals))
+	for k, v := range vals {
+		if len(v.GetValue()) == 0 {
+			continue
+		}
+		s := make([]string, len(v.GetValue()))
+		for i, b := range v.GetValue() {
+			s[i] = string(b)
+		}
+		md[k] = s
+	}
+	return md
+}
+
+// TunnelEndReasonKey is the trailer key with which kas tells an agent why it ended an idle tunnel.
+const TunnelEndReasonKey = "tunnel-end-reason"
+
+// Reasons for ending an idle tunnel, sent in the TunnelEndReasonKey trailer.
+const (
+	// EndReasonMaxAge: the connection reached its max age; reconnect at once (on a new connection).
+	EndReasonMaxAge = "max-connection-age"
+	// EndReasonShutdown: kas is shutting down; reconnect after a random delay, to another kas.
+	EndReasonShutdown = "shutdown"
+)

@@ -1,0 +1,257 @@
+package tunclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// Pool defaults.
+const (
+	// DefaultMinIdle idle tunnels are kept open, so that calls rarely wait for one.
+	DefaultMinIdle = 2
+	// DefaultMaxConnections bounds the tunnels of one agent.
+	DefaultMaxConnections = 500
+	// DefaultScaleUpStep tunnels are opened at once when idle tunnels run short.
+	DefaultScaleUpStep = 10
+	// DefaultMaxIdleTime is how long a tunnel above the minimum may stay idle before the agent closes it.
+	DefaultMaxIdleTime = time.Minute
+	// DefaultShutdownReconnectJitter spreads the reconnects of agents whose kas shut down, so that they do
+	// not all arrive at the surviving kas at once.
+	DefaultShutdownReconnectJitter = 2 * time.Second
+	// DefaultMaxMessageSize is the largest request or response message the agent proxies.
+	DefaultMaxMessageSize = 4 << 20
+	// tunnelOverhead is room for the envelope around a proxied message on the tunnel.
+	tunnelOverhead = 64 << 10
+)
+
+// Config configures an Agent. Zero values mean the defaults above.
+type Config struct {
+	// KasConn is the connection to kas's agent API, with the agent's token. Required. The agent does not
+	// close it.
+	KasConn grpc.ClientConnInterface
+
+	MinIdle        int
+	MaxConnections int
+	ScaleUpStep    int
+	MaxIdleTime    time.Duration
+	// Backoff after connection errors. The zero value means DefaultBackoff.
+	Backoff Backoff
+	// ShutdownReconnectJitter: after kas says it is shutting down, a tunnel waits a random time below
+	// this before it reconnects. Negative means no wait.
+	ShutdownReconnectJitter time.Duration
+	// MaxMessageSize bounds proxied messages in both directions.
+	MaxMessageSize int
+
+	// Meter records the agent's metrics. Nil records nothing.
+	Meter metric.Meter
+	Log   *slog.Logger
+}
+
+func (c *Config) applyDefaults() error {
+	var errs []error
+	if c.KasConn == nil {
+		errs = append(errs, errors.New("kas connection is required"))
+	}
+	defInt := func(name string, v *int, def int) {
+		switch {
+		case *v == 0:
+			*v = def
+		case *v < 0:
+			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, *v))
+		}
+	}
+	defInt("min idle", &c.MinIdle, DefaultMinIdle)
+	defInt("max connections", &c.MaxConnections, DefaultMaxConnections)
+	defInt("scale-up step", &c.ScaleUpStep, DefaultScaleUpStep)
+	defInt("max message size", &c.MaxMessageSize, DefaultMaxMessageSize)
+	if c.MinIdle > c.MaxConnections {
+		errs = append(errs, fmt.Errorf("min idle (%d) must not exceed max connections (%d)", c.MinIdle, c.MaxConnections))
+	}
+	switch {
+	case c.MaxIdleTime == 0:
+		c.MaxIdleTime = DefaultMaxIdleTime
+	case c.MaxIdleTime < 0:
+		errs = append(errs, fmt.Errorf("max idle time must be positive, got %s", c.MaxIdleTime))
+	}
+	if c.Backoff == (Backoff{}) {
+		c.Backoff = DefaultBackoff
+	} else {
+		if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
+			errs = append(errs, fmt.Errorf("backoff needs 0 < initial (%s) <= max (%s)", c.Backoff.Initial, c.Backoff.Max))
+		}
+		if c.Backoff.Factor < 1 {
+			errs = append(errs, fmt.Errorf("backoff factor must be at least 1, got %g", c.Backoff.Factor))
+		}
+		if c.Backoff.Jitter < 0 || c.Backoff.Jitter > 1 {
+			errs = append(errs, fmt.Errorf("backoff jitter must be within [0, 1], got %g", c.Backoff.Jitter))
+		}
+	}
+	if c.ShutdownReconnectJitter == 0 {
+		c.ShutdownReconnectJitter = DefaultShutdownReconnectJitter
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("agent config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// Agent serves the services registered on it through tunnels to kas. Register services, then Start;
+// Stop ends it.
+type Agent struct {
+	cfg      Config
+	server   *grpc.Server
+	listener *grpctool.InMemoryListener
+	local    *grpc.ClientConn
+	health   *health.Server
+	metrics  *agentMetrics
+
+	mu         sync.Mutex
+	started    bool
+	stopped    bool
+	upstreams  map[string]grpc.ClientConnInterface
+	descriptor *rpc.Descriptor
+	pool       *pool
+	serveDone  chan struct{}
+}
+
+// New returns an agent whose in-memory server already serves gRPC health and server reflection.
+// serverOpts configure that server (interceptors, for example).
+func New(cfg Config, serverOpts ...grpc.ServerOption) (*Agent, error) {
+	if err := cfg.applyDefaults(); err != nil {
+		return nil, err
+	}
+	m, err := newAgentMetrics(cfg.Meter)
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
+		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
+	}, serverOpts...)
+	a := &Agent{
+		cfg:       cfg,
+		server:    grpc.NewServer(opts...),
+		listener:  grpctool.NewInMemoryListener(),
+		health:    health.NewServer(),
+		metrics:   m,
+		upstreams: make(map[string]grpc.ClientConnInterface),
+	}
+	healthpb.RegisterHealthServer(a.server, a.health)
+	reflection.Register(a.server)
+	return a, nil
+}
+
+// RegisterService implements grpc.ServiceRegistrar. Register before Start.
+func (a *Agent) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	a.server.RegisterService(desc, impl)
+}
+
+// Health is the agent's health server, to report service status through the tunnel.
+func (a *Agent) Health() *health.Server {
+	return a.health
+}
+
+// Expose advertises service with all its methods and forwards its calls, as raw frames, to conn instead
+// of the in-memory server. Call before Start.
+func (a *Agent) Expose(service string, conn grpc.ClientConnInterface) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return errors.New("expose: agent already started")
+	}
+	if _, ok := a.server.GetServiceInfo()[service]; ok {
+		return fmt.Errorf("expose: service %s is already registered on the agent", service)
+	}
+	a.upstreams[service] = conn
+	return nil
+}
+
+// Start serves the in-memory server and opens the tunnel pool.
+func (a *Agent) Start() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return errors.New("agent already started")
+	}
+	a.started = true
+	local, err := grpctool.DialInMemory(a.listener,
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(a.cfg.MaxMessageSize),
+			grpc.MaxCallSendMsgSize(a.cfg.MaxMessageSize),
+		),
+	)
+	if err != nil {
+		return fmt.Errorf("dial in-memory server: %w", err)
+	}
+	a.local = local
+	exposed := make([]string, 0, len(a.upstreams))
+	for name := range a.upstreams {
+		exposed = append(exposed, name)
+	}
+	a.descriptor = descriptorFor(a.server.GetServiceInfo(), exposed)
+	a.serveDone = make(chan struct{})
+	go func() {
+		defer close(a.serveDone)
+		_ = a.server.Serve(a.listener) // returns when the server stops
+	}()
+	a.pool = newPool(a)
+	a.pool.start()
+	return nil
+}
+
+// Stop withdraws idle tunnels, stops opening new ones and lets calls in flight finish. When ctx ends
+// first, calls still running are cancelled. Stop returns only after every goroutine of the agent ended.
+func (a *Agent) Stop(ctx context.Context) {
+	a.mu.Lock()
+	if !a.started || a.stopped {
+		a.stopped = true
+		a.mu.Unlock()
+		return
+	}
+	a.stopped = true
+	a.mu.Unlock()
+	a.pool.stop(ctx)
+	a.server.Stop()
+	<-a.serveDone
+	_ = a.local.Close()
+}
+
+// Stats is a snapshot of the tunnel pool.
+type Stats struct {
+	Connecting, Idle, Busy int
+}
+
+// Stats returns the pool's current counts.
+func (a *Agent) Stats() Stats {
+	a.mu.Lock()
+	p := a.pool
+	a.mu.Unlock()
+	if p == nil {
+		return Stats{}
+	}
+	return p.stats()
+}
+
+// target is the connection a call of fullMethod goes to: an exposed upstream or the in-memory server.
+func (a *Agent) target(service string) grpc.ClientConnInterface {
+	if up, ok := a.upstreams[service]; ok {
+		return up
+	}
+	return a.local
+}

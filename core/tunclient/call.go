@@ -1,0 +1,125 @@
+package tunclient
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// serveCall replays the call kas sent through the tunnel against the agent's own server (or an exposed
+// upstream) and streams the answer back. It returns when the call is over and kas ended the stream.
+func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, info *rpc.RequestInfo) {
+	log := a.cfg.Log.With("method", info.GetMethodName())
+	service, _, err := grpctool.SplitMethod(info.GetMethodName())
+	if err != nil {
+		a.failCall(stream, cancelStream, status.Error(codes.InvalidArgument, err.Error()))
+		return
+	}
+	callCtx, cancelCall := context.WithCancel(streamCtx)
+	defer cancelCall()
+	if dl := info.GetDeadline(); dl != nil {
+		var cancel context.CancelFunc
+		callCtx, cancel = context.WithDeadline(callCtx, dl.AsTime())
+		defer cancel()
+	}
+	callCtx = metadata.NewOutgoingContext(callCtx, rpc.ValuesToMeta(info.GetMeta()))
+	cs, err := a.target(service).NewStream(callCtx, grpctool.BidiStreamDesc, info.GetMethodName(), grpctool.RawCallCodec())
+	if err != nil {
+		a.failCall(stream, cancelStream, err)
+		return
+	}
+
+	// kas -> service. It ends when kas ends the stream: after the answer, or early when the caller
+	// cancelled, in which case the service's call is cancelled too.
+	kasDone := make(chan struct{})
+	go func() {
+		defer close(kasDone)
+		defer cancelCall()
+		checker := rpc.NewChecker(rpc.KasToAgent)
+		_ = checker.Next(rpc.StateRequestInfo)
+		sendOK := true
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				return
+			}
+			if err := checker.Next(rpc.KasState(m)); err != nil {
+				log.Warn("kas broke the tunnel protocol", "err", err)
+				return
+			}
+			switch x := m.GetMsg().(type) {
+			case *rpc.ConnectResponse_Message:
+				// After a failed send the service has finished; keep reading so kas is never blocked.
+				if sendOK && cs.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData()}) != nil {
+					sendOK = false
+				}
+			case *rpc.ConnectResponse_CloseSend:
+				if sendOK {
+					_ = cs.CloseSend()
+				}
+			}
+		}
+	}()
+
+	// service -> kas: header, every message, trailer, final status.
+	a.answer(stream, cs)
+	_ = stream.CloseSend()
+	// kas ends the stream as soon as it has the answer; if it does not, stop waiting after drainTimeout.
+	timer := time.AfterFunc(drainTimeout, cancelStream)
+	defer timer.Stop()
+	<-kasDone
+}
+
+// clientStream is the part of grpc.ClientStream that answer reads.
+type clientStream interface {
+	Header() (metadata.MD, error)
+	Trailer() metadata.MD
+	RecvMsg(m any) error
+}
+
+func (a *Agent) answer(stream rpc.ReverseTunnel_ConnectClient, cs clientStream) {
+	hdr, err := cs.Header()
+	if err != nil {
+		_ = stream.Send(errorMsg(err))
+		return
+	}
+	if stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: rpc.MetaToValues(hdr)}}}) != nil {
+		return
+	}
+	for {
+		var f grpctool.RawFrame
+		err := cs.RecvMsg(&f)
+		if err != nil {
+			trailer := &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Trailer{Trailer: &rpc.Trailer{Meta: rpc.MetaToValues(cs.Trailer())}}}
+			if stream.Send(trailer) != nil || err == io.EOF {
+				return
+			}
+			_ = stream.Send(errorMsg(err))
+			return
+		}
+		if stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: f.Data}}}) != nil {
+			return
+		}
+	}
+}
+
+// failCall answers a call that failed before any header (descriptor -> error) and waits for kas to end
+// the stream.
+func (a *Agent) failCall(stream rpc.ReverseTunnel_ConnectClient, cancelStream context.CancelFunc, err error) {
+	if stream.Send(errorMsg(err)) == nil {
+		_ = stream.CloseSend()
+	}
+	drain(stream, cancelStream)
+}
+
+func errorMsg(err error) *rpc.ConnectRequest {
+	st := status.Convert(err).Proto()
+	return &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Error{Error: &rpc.Error{Status: st}}}
+}

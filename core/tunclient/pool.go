@@ -1,0 +1,360 @@
+package tunclient
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// drainTimeout bounds how long a tunnel that has finished its part waits for kas to end the stream.
+const drainTimeout = 10 * time.Second
+
+// connState is where one pool goroutine is.
+type connState int
+
+const (
+	connConnecting connState = iota
+	connIdle
+	connBusy
+	// connClosing: the tunnel was withdrawn and waits for kas to end it.
+	connClosing
+	numConnStates
+)
+
+func (s connState) metric() metric.MeasurementOption {
+	switch s {
+	case connConnecting:
+		return stateConnecting
+	case connIdle:
+		return stateIdle
+	case connBusy:
+		return stateBusy
+	default:
+		return nil
+	}
+}
+
+// pool keeps MinIdle tunnels idle, opens ScaleUpStep more when idle tunnels run short (up to
+// MaxConnections) and closes tunnels above the minimum that stayed idle for MaxIdleTime. Each tunnel has
+// one goroutine that reconnects it after it ends.
+type pool struct {
+	a   *Agent
+	cfg *Config
+
+	// hardCtx is cancelled only when Stop's grace ends: it aborts calls in flight.
+	hardCtx    context.Context
+	hardCancel context.CancelFunc
+	stopCh     chan struct{}
+
+	mu       sync.Mutex
+	counts   [numConnStates]int
+	total    int
+	stopping bool
+	idle     map[*conn]struct{}
+
+	wg sync.WaitGroup
+}
+
+// conn is one pool goroutine and its current tunnel. Its fields are guarded by pool.mu.
+type conn struct {
+	state     connState
+	stream    rpc.ReverseTunnel_ConnectClient
+	timer     *time.Timer
+	busy      bool
+	withdrawn bool
+	// exit: the goroutine ends after the withdrawn tunnel is drained (reaped, or the agent stops).
+	exit bool
+}
+
+func newPool(a *Agent) *pool {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &pool{
+		a:          a,
+		cfg:        &a.cfg,
+		hardCtx:    ctx,
+		hardCancel: cancel,
+		stopCh:     make(chan struct{}),
+		idle:       make(map[*conn]struct{}),
+	}
+}
+
+func (p *pool) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spawnLocked(p.cfg.MinIdle)
+}
+
+func (p *pool) spawnLocked(n int) {
+	for i := 0; i < n && p.total < p.cfg.MaxConnections; i++ {
+		p.total++
+		p.counts[connConnecting]++
+		p.a.metrics.move(nil, connConnecting.metric())
+		p.wg.Add(1)
+		go p.run()
+	}
+}
+
+func (p *pool) stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return Stats{Connecting: p.counts[connConnecting], Idle: p.counts[connIdle], Busy: p.counts[connBusy]}
+}
+
+// moveLocked changes one goroutine's state in the counts and metrics.
+func (p *pool) moveLocked(c *conn, to connState) {
+	p.counts[c.state]--
+	p.counts[to]++
+	p.a.metrics.move(c.state.metric(), to.metric())
+	c.state = to
+}
+
+func (p *pool) scaleUpLocked() {
+	if p.stopping {
+		return
+	}
+	if p.counts[connIdle]+p.counts[connConnecting] < p.cfg.MinIdle {
+		p.spawnLocked(p.cfg.ScaleUpStep)
+	}
+}
+
+func (p *pool) exit(c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts[c.state]--
+	p.a.metrics.move(c.state.metric(), nil)
+	p.total--
+	// A tunnel that broke may have left fewer idle tunnels than the minimum.
+	p.scaleUpLocked()
+}
+
+// tunnelEnd is how one tunnel ended, which decides what its goroutine does next.
+type tunnelEnd int
+
+const (
+	endClean    tunnelEnd = iota // reconnect at once
+	endShutdown                  // reconnect after a random delay
+	endError                     // reconnect after backoff
+	endExit                      // the goroutine ends
+)
+
+func (p *pool) run() {
+	defer p.wg.Done()
+	b := newBackoffState(p.cfg.Backoff)
+	c := &conn{state: connConnecting}
+	for {
+		end := p.serveTunnel(c)
+		var wait time.Duration
+		switch end {
+		case endExit:
+			p.exit(c)
+			return
+		case endClean:
+			b.reset()
+		case endShutdown:
+			b.reset()
+			wait = upTo(p.cfg.ShutdownReconnectJitter)
+		case endError:
+			wait = b.wait()
+		}
+		if !p.pause(wait) {
+			p.exit(c)
+			return
+		}
+	}
+}
+
+// pause waits d, or less when the agent stops; it reports whether to go on.
+func (p *pool) pause(d time.Duration) bool {
+	if d > 0 {
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-p.stopCh:
+			return false
+		}
+	}
+	select {
+	case <-p.stopCh:
+		return false
+	default:
+		return true
+	}
+}
+
+// serveTunnel opens one tunnel, waits idle for a call and serves it. c is connecting on entry, and
+// connecting or closing on return.
+func (p *pool) serveTunnel(c *conn) tunnelEnd {
+	streamCtx, cancel := context.WithCancel(p.hardCtx)
+	defer cancel()
+	max := p.cfg.MaxMessageSize + tunnelOverhead
+	stream, err := rpc.NewReverseTunnelClient(p.cfg.KasConn).Connect(streamCtx,
+		grpc.MaxCallRecvMsgSize(max), grpc.MaxCallSendMsgSize(max))
+	if err != nil {
+		return p.failed(err)
+	}
+	if err := stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: p.a.descriptor}}); err != nil {
+		_, err = stream.Recv() // the real error is the stream's status
+		return p.failed(err)
+	}
+	p.becomeIdle(c, stream)
+	msg, err := stream.Recv()
+	serve, withdrawn, exit := p.leaveIdle(c, err == nil && msg.GetRequestInfo() != nil)
+	if !serve {
+		if withdrawn {
+			// Withdrawn: whatever kas sent (a call it had just picked this tunnel for included) is not
+			// ours any more; kas gives that call to another tunnel.
+			if err == nil {
+				drain(stream, cancel)
+			}
+			if exit {
+				return endExit
+			}
+			return endClean
+		}
+		if err == nil {
+			// Anything but request_info first breaks the protocol.
+			c := rpc.NewChecker(rpc.KasToAgent)
+			err = c.Next(rpc.KasState(msg))
+			p.a.cfg.Log.Warn("kas broke the tunnel protocol", "err", err)
+			return p.failed(err)
+		}
+		if err == io.EOF {
+			if stream.Trailer().Get(rpc.TunnelEndReasonKey) != nil && stream.Trailer().Get(rpc.TunnelEndReasonKey)[0] == rpc.EndReasonShutdown {
+				return endShutdown
+			}
+			return endClean
+		}
+		return p.failed(err)
+	}
+	p.a.serveCall(streamCtx, cancel, stream, msg.GetRequestInfo())
+	p.mu.Lock()
+	c.busy = false
+	p.moveLocked(c, connConnecting)
+	stopping := p.stopping
+	p.mu.Unlock()
+	if stopping {
+		return endExit
+	}
+	return endClean
+}
+
+func (p *pool) failed(err error) tunnelEnd {
+	code := status.Code(err)
+	p.a.metrics.connectError(code)
+	if code == codes.Canceled && p.hardCtx.Err() != nil {
+		return endExit
+	}
+	p.a.cfg.Log.Debug("tunnel failed", "err", err)
+	return endError
+}
+
+func (p *pool) becomeIdle(c *conn, stream rpc.ReverseTunnel_ConnectClient) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c.stream = stream
+	c.withdrawn, c.exit, c.busy = false, false, false
+	p.moveLocked(c, connIdle)
+	p.idle[c] = struct{}{}
+	if p.stopping {
+		p.withdrawLocked(c)
+		return
+	}
+	c.timer = time.AfterFunc(p.cfg.MaxIdleTime, func() { p.idleTooLong(c, stream) })
+}
+
+// leaveIdle is called when Recv returned on an idle tunnel. It reports whether the tunnel serves a call:
+// not when it was withdrawn in the meantime.
+func (p *pool) leaveIdle(c *conn, gotCall bool) (serve, withdrawn, exit bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+	if c.withdrawn {
+		return false, true, c.exit
+	}
+	delete(p.idle, c)
+	if gotCall {
+		c.busy = true
+		p.moveLocked(c, connBusy)
+		p.scaleUpLocked()
+		return true, false, false
+	}
+	p.moveLocked(c, connConnecting)
+	return false, false, false
+}
+
+// idleTooLong closes a tunnel that stayed idle for MaxIdleTime, unless that would leave fewer than
+// MinIdle idle tunnels.
+func (p *pool) idleTooLong(c *conn, stream rpc.ReverseTunnel_ConnectClient) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.stream != stream || c.state != connIdle || c.withdrawn {
+		return // that tunnel is not idle any more
+	}
+	if p.counts[connIdle] <= p.cfg.MinIdle {
+		c.timer.Reset(p.cfg.MaxIdleTime)
+		return
+	}
+	p.withdrawLocked(c)
+}
+
+// withdrawLocked half-closes an idle tunnel: the agent takes no call on it any more, and its goroutine
+// ends once kas ended the stream. If kas had just picked the tunnel for a call, kas gives that call to
+// another tunnel.
+func (p *pool) withdrawLocked(c *conn) {
+	c.withdrawn = true
+	c.exit = true
+	delete(p.idle, c)
+	p.moveLocked(c, connClosing)
+	// CloseSend never runs concurrently with a Send: an idle tunnel's goroutine only receives.
+	_ = c.stream.CloseSend()
+}
+
+// drain reads until kas ends the stream, at most drainTimeout.
+func drain(stream rpc.ReverseTunnel_ConnectClient, cancel context.CancelFunc) {
+	timer := time.AfterFunc(drainTimeout, cancel)
+	defer timer.Stop()
+	for {
+		if _, err := stream.Recv(); err != nil {
+			return
+		}
+	}
+}
+
+// stop withdraws every idle tunnel and lets busy ones finish; when ctx ends first, calls in flight are
+// cancelled. It returns after every pool goroutine ended.
+func (p *pool) stop(ctx context.Context) {
+	p.mu.Lock()
+	p.stopping = true
+	close(p.stopCh)
+	for c := range p.idle {
+		if c.timer != nil {
+			c.timer.Stop()
+		}
+		p.withdrawLocked(c)
+	}
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		p.hardCancel()
+		<-done
+	}
+	p.hardCancel()
+}

@@ -1,0 +1,115 @@
+package tunserver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// AgentAPI serves ReverseTunnel.Connect: it authenticates the agent, reads the descriptor and hands the
+// tunnel to the registry until the tunnel is done.
+type AgentAPI struct {
+	rpc.UnimplementedReverseTunnelServer
+
+	auth     AgentAuthenticator
+	registry *Registry
+	maxAge   time.Duration
+	log      *slog.Logger
+}
+
+// NewAgentAPI returns the Connect handler. maxConnectionAge > 0 gives every tunnel stream its own
+// deadline (see TunnelDeadline); 0 lets idle tunnels live as long as their connection.
+func NewAgentAPI(auth AgentAuthenticator, registry *Registry, maxConnectionAge time.Duration, log *slog.Logger) (*AgentAPI, error) {
+	if auth == nil {
+		return nil, errNoAuthenticator
+	}
+	if registry == nil {
+		return nil, errors.New("agent API: registry is required")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &AgentAPI{auth: auth, registry: registry, maxAge: maxConnectionAge, log: log}, nil
+}
+
+// TunnelDeadline is when kas ends an idle tunnel stream: at 30% of the max connection age plus up to 5%
+// positive jitter. The connection's GOAWAY comes at 20% ±10% of that, so the deadline always fires after
+// it and the agent's replacement tunnel opens on a fresh connection.
+func TunnelDeadline(maxConnectionAge time.Duration) time.Duration {
+	base := maxConnectionAge * 30 / 100
+	jitter := maxConnectionAge * 5 / 100
+	if jitter <= 0 {
+		return base
+	}
+	return base + rand.N(jitter)
+}
+
+// Connect implements rpc.ReverseTunnelServer.
+func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
+	ctx := stream.Context()
+	token, err := BearerToken(ctx)
+	if err != nil {
+		return err
+	}
+	agentID, err := a.auth.AuthenticateAgent(ctx, token)
+	if err != nil {
+		return err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		if err == io.EOF {
+			return nil // the agent left before it sent a descriptor
+		}
+		return err
+	}
+	checker := rpc.NewChecker(rpc.AgentToKas)
+	if err := checker.Next(rpc.AgentState(first)); err != nil {
+		return err
+	}
+	desc, err := newDescriptorIndex(first.GetDescriptor_().GetAgentDescriptor())
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	t := newTunnel(agentID, desc, stream)
+	if err := a.registry.addTunnel(t); err != nil {
+		stream.SetTrailer(metadata.Pairs(rpc.TunnelEndReasonKey, rpc.EndReasonShutdown))
+		return nil
+	}
+	go t.readLoop(a.registry)
+
+	var expire <-chan time.Time
+	if a.maxAge > 0 {
+		timer := time.NewTimer(TunnelDeadline(a.maxAge))
+		defer timer.Stop()
+		expire = timer.C
+	}
+	select {
+	case <-t.done:
+	case <-expire:
+		a.registry.expire(t, rpc.EndReasonMaxAge)
+		<-t.done
+	}
+	t.closeSend()
+	t.mu.Lock()
+	reason, endErr := t.endReason, t.endErr
+	t.mu.Unlock()
+	if reason != "" {
+		stream.SetTrailer(metadata.Pairs(rpc.TunnelEndReasonKey, reason))
+	}
+	if endErr != nil {
+		a.log.Debug("tunnel ended", "agent_id", agentID, "err", endErr)
+		if _, ok := status.FromError(endErr); !ok {
+			return status.Error(codes.Unavailable, fmt.Sprintf("tunnel ended: %v", endErr))
+		}
+	}
+	return endErr
+}

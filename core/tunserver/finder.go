@@ -1,0 +1,99 @@
+package tunserver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// FindRequest describes the call a gateway is wanted for.
+type FindRequest struct {
+	AgentID    int64
+	FullMethod string
+	// Metadata goes to the gateway with the call; it carries the routing agent id.
+	Metadata    metadata.MD
+	FindTimeout time.Duration
+}
+
+// GatewayFinder finds a gateway kas with a tunnel for the call. It returns the private API stream to the
+// one gateway it picked, after it sent StartStreaming on it; the stream lives as long as ctx. When no
+// gateway has a tunnel within FindTimeout it returns a *findTimeoutError.
+type GatewayFinder interface {
+	FindGateway(ctx context.Context, req FindRequest) (grpc.ClientStream, error)
+}
+
+type findTimeoutError struct {
+	timeout time.Duration
+}
+
+func (e *findTimeoutError) Error() string {
+	return fmt.Sprintf("no tunnel found within %s", e.timeout)
+}
+
+// SelfFinder is the finder of a kas that is its own only gateway: it asks its own private API, in
+// memory, exactly as it would ask another kas.
+type SelfFinder struct {
+	Conn grpc.ClientConnInterface
+}
+
+// FindGateway implements GatewayFinder.
+func (f SelfFinder) FindGateway(ctx context.Context, req FindRequest) (grpc.ClientStream, error) {
+	return attemptGateway(ctx, f.Conn, req)
+}
+
+// attemptGateway opens the private API stream to one gateway and waits until it has a tunnel ready or
+// the find timeout passes; then it sends StartStreaming.
+func attemptGateway(ctx context.Context, conn grpc.ClientConnInterface, req FindRequest) (grpc.ClientStream, error) {
+	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, req.Metadata))
+	// The stream outlives the find: it carries the call afterwards. The timer cancels it only if no
+	// tunnel was ready in time.
+	timer := time.AfterFunc(req.FindTimeout, cancel)
+	stream, err := conn.NewStream(streamCtx, grpctool.BidiStreamDesc, req.FullMethod, grpctool.RawCallCodec())
+	if err != nil {
+		timer.Stop()
+		cancel()
+		return nil, err
+	}
+	checker := rpc.NewChecker(rpc.GatewayToRouting)
+	for {
+		var m rpc.GatewayResponse
+		err := stream.RecvMsg(&m)
+		if err != nil {
+			stopped := timer.Stop()
+			cancel()
+			if !stopped && ctx.Err() == nil {
+				return nil, &findTimeoutError{timeout: req.FindTimeout}
+			}
+			if err == io.EOF {
+				return nil, status.Error(codes.Unavailable, "gateway kas ended the stream before it had a tunnel")
+			}
+			return nil, err
+		}
+		if err := checker.Next(rpc.GatewayState(&m)); err != nil {
+			timer.Stop()
+			cancel()
+			return nil, status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
+		}
+		if checker.State() != rpc.StateTunnelReady {
+			continue // no_tunnel: the gateway keeps looking
+		}
+		if !timer.Stop() {
+			cancel()
+			return nil, &findTimeoutError{timeout: req.FindTimeout}
+		}
+		if err := stream.SendMsg(&rpc.StartStreaming{}); err != nil {
+			cancel()
+			return nil, err
+		}
+		return stream, nil
+	}
+}

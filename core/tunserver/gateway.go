@@ -1,0 +1,132 @@
+package tunserver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// gatewayHandler serves the private API: a routing kas (possibly this one, in memory) asks for a tunnel
+// to an agent and, once it picked this gateway, streams the call through it.
+type gatewayHandler struct {
+	registry    *Registry
+	findTimeout time.Duration
+	replayLimit int
+	log         *slog.Logger
+}
+
+func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
+	ctx := stream.Context()
+	fullMethod, ok := grpc.MethodFromServerStream(stream)
+	if !ok {
+		return status.Error(codes.Internal, "no method name in stream context")
+	}
+	service, method, err := grpctool.SplitMethod(fullMethod)
+	if err != nil {
+		return methodError(fullMethod, err)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	agentID, err := AgentIDFromMetadata(md)
+	if err != nil {
+		return err
+	}
+	info := &rpc.RequestInfo{MethodName: fullMethod, Meta: rpc.MetaToValues(toAgent(md))}
+	if dl, ok := ctx.Deadline(); ok {
+		info.Deadline = timestamppb.New(dl)
+	}
+
+	found, h := g.registry.FindTunnel(agentID, service, method)
+	defer func() { h.Done() }() // h changes when the call moves to another tunnel
+	if !found {
+		if err := stream.SendMsg(gatewayNoTunnel); err != nil {
+			return err
+		}
+	}
+	tun, err := h.Get(ctx)
+	if err != nil {
+		return gatewayFindErr(ctx, err)
+	}
+	if err := stream.SendMsg(gatewayTunnelReady); err != nil {
+		return err
+	}
+	var start rpc.StartStreaming
+	if err := stream.RecvMsg(&start); err != nil {
+		// The routing kas picked another gateway or gave up: Done gives the tunnel back.
+		return err
+	}
+
+	pump := newRequestPump(stream, info, g.replayLimit)
+	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
+	var retryCtx context.Context
+	for {
+		err := tun.forward(ctx, g.registry, pump, sink)
+		if !errors.Is(err, errRetryOtherTunnel) {
+			return forwardErr(ctx, err)
+		}
+		// The agent withdrew this tunnel before it took the call: serve the call with another one.
+		h.Done()
+		g.log.Debug("tunnel withdrawn as the call arrived, retrying on another tunnel", "agent_id", agentID, "method", fullMethod)
+		if retryCtx == nil {
+			var cancel context.CancelFunc
+			retryCtx, cancel = context.WithTimeout(ctx, g.findTimeout)
+			defer cancel()
+		}
+		_, h = g.registry.FindTunnel(agentID, service, method)
+		tun, err = h.Get(retryCtx)
+		if err != nil {
+			h.Done()
+			if ctx.Err() == nil && retryCtx.Err() != nil {
+				return status.Errorf(codes.DeadlineExceeded, "agent %d withdrew its tunnel and no other tunnel serving %s arrived within %s", agentID, fullMethod, g.findTimeout)
+			}
+			return gatewayFindErr(ctx, err)
+		}
+	}
+}
+
+func gatewayFindErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return err
+}
+
+func forwardErr(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return err
+}
+
+var (
+	gatewayNoTunnel    = &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_NoTunnel_{NoTunnel: &rpc.GatewayResponse_NoTunnel{}}}
+	gatewayTunnelReady = &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_TunnelReady_{TunnelReady: &rpc.GatewayResponse_TunnelReady{}}}
+)
+
+// gatewayFromAgent wraps an agent message for the routing kas; the inner messages are the same types.
+func gatewayFromAgent(m *rpc.ConnectRequest) *rpc.GatewayResponse {
+	switch x := m.GetMsg().(type) {
+	case *rpc.ConnectRequest_Header:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Header{Header: x.Header}}
+	case *rpc.ConnectRequest_Message:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Message{Message: x.Message}}
+	case *rpc.ConnectRequest_Trailer:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Trailer{Trailer: x.Trailer}}
+	case *rpc.ConnectRequest_Error:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Error{Error: x.Error}}
+	default:
+		return &rpc.GatewayResponse{} // not reached: the state table only lets the four above through
+	}
+}

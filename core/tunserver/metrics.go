@@ -1,0 +1,94 @@
+package tunserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// Metric names. In Prometheus they appear as tunnel_routing_duration_seconds_{bucket,sum,count},
+// tunnel_routing_timeout_total, tunnel_tunnels, tunnel_waiting_calls and tunnel_connected_agents.
+const (
+	RoutingDurationMetric = "tunnel_routing_duration"
+	RoutingTimeoutMetric  = "tunnel_routing_timeout"
+	TunnelsMetric         = "tunnel_tunnels"
+	WaitingCallsMetric    = "tunnel_waiting_calls"
+	ConnectedAgentsMetric = "tunnel_connected_agents"
+)
+
+// RoutingDurationBuckets are the histogram's bucket bounds in seconds: ×4 from 1 ms to 16.384 s.
+var RoutingDurationBuckets = []float64{0.001, 0.004, 0.016, 0.064, 0.256, 1.024, 4.096, 16.384}
+
+var (
+	routingStatusSuccess = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "success")))
+	routingStatusAborted = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "aborted")))
+)
+
+// routingMetrics are recorded on the routing kas.
+type routingMetrics struct {
+	duration metric.Float64Histogram
+	timeouts metric.Int64Counter
+}
+
+func newRoutingMetrics(m metric.Meter) (*routingMetrics, error) {
+	if m == nil {
+		m = noop.NewMeterProvider().Meter("")
+	}
+	d, err := m.Float64Histogram(RoutingDurationMetric,
+		metric.WithUnit("s"),
+		metric.WithDescription("The time it takes the routing kas to find a suitable tunnel"),
+		metric.WithExplicitBucketBoundaries(RoutingDurationBuckets...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", RoutingDurationMetric, err)
+	}
+	c, err := m.Int64Counter(RoutingTimeoutMetric,
+		metric.WithDescription("The total number of times routing timed out i.e. didn't find a suitable agent connection within allocated time"),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", RoutingTimeoutMetric, err)
+	}
+	return &routingMetrics{duration: d, timeouts: c}, nil
+}
+
+func (m *routingMetrics) found(start time.Time) {
+	m.duration.Record(context.Background(), time.Since(start).Seconds(), routingStatusSuccess)
+}
+
+func (m *routingMetrics) aborted(start time.Time, timedOut bool) {
+	m.duration.Record(context.Background(), time.Since(start).Seconds(), routingStatusAborted)
+	if timedOut {
+		m.timeouts.Add(context.Background(), 1)
+	}
+}
+
+// RegisterRegistryMetrics exposes the registry's gauges: tunnels by state, waiting calls, connected agents.
+func RegisterRegistryMetrics(m metric.Meter, r *Registry) error {
+	tunnels, err := m.Int64ObservableGauge(TunnelsMetric, metric.WithDescription("Tunnels held by this kas, by state (idle, busy)"))
+	if err != nil {
+		return err
+	}
+	waiting, err := m.Int64ObservableGauge(WaitingCallsMetric, metric.WithDescription("Calls waiting on this kas for a tunnel"))
+	if err != nil {
+		return err
+	}
+	agents, err := m.Int64ObservableGauge(ConnectedAgentsMetric, metric.WithDescription("Agents with at least one tunnel to this kas"))
+	if err != nil {
+		return err
+	}
+	idle := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "idle")))
+	busy := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := r.Stats()
+		o.ObserveInt64(tunnels, s.IdleTunnels, idle)
+		o.ObserveInt64(tunnels, s.BusyTunnels, busy)
+		o.ObserveInt64(waiting, s.WaitingCalls)
+		o.ObserveInt64(agents, s.ConnectedAgents)
+		return nil
+	}, tunnels, waiting, agents)
+	return err
+}

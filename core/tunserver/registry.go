@@ -1,0 +1,409 @@
+package tunserver
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// DefaultRegistryStripes is the number of independently locked parts of the registry. Agents are spread
+// over them by id, so calls for different agents rarely contend.
+const DefaultRegistryStripes = 64
+
+var errShuttingDown = status.Error(codes.Unavailable, "kas is shutting down")
+
+// Registry matches calls waiting for a tunnel with idle tunnels, in both directions: a call that finds no
+// idle tunnel waits for one, a new idle tunnel serves the oldest waiting call it can serve.
+type Registry struct {
+	stripes []stripe
+	log     *slog.Logger
+
+	idle    atomic.Int64
+	busy    atomic.Int64
+	waiting atomic.Int64
+	agents  atomic.Int64
+}
+
+type stripe struct {
+	mu      sync.Mutex
+	agents  map[int64]*agentEntry
+	stopped bool
+}
+
+type agentEntry struct {
+	// idle tunnels, newest last. The newest is used first, so that tunnels the agent does not need stay
+	// idle long enough for the agent to close them.
+	idle []*Tunnel
+	// waiting calls, oldest first: calls are served first in, first out.
+	waiting []*findRequest
+	// tunnels that are not done, in any state.
+	tunnels int
+}
+
+type findRequest struct {
+	service, method string
+	// ch receives exactly one found tunnel, or is closed with err set when the registry stops.
+	ch  chan *Tunnel
+	err error
+}
+
+// NewRegistry returns an empty registry. stripes <= 0 means DefaultRegistryStripes.
+func NewRegistry(log *slog.Logger, stripes int) *Registry {
+	if stripes <= 0 {
+		stripes = DefaultRegistryStripes
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Registry{stripes: make([]stripe, stripes), log: log}
+	for i := range r.stripes {
+		r.stripes[i].agents = make(map[int64]*agentEntry)
+	}
+	return r
+}
+
+func (r *Registry) stripe(agentID int64) *stripe {
+	return &r.stripes[uint64(agentID)%uint64(len(r.stripes))]
+}
+
+// RegistryStats are the registry's gauges.
+type RegistryStats struct {
+	IdleTunnels     int64
+	BusyTunnels     int64
+	WaitingCalls    int64
+	ConnectedAgents int64
+}
+
+// Stats returns the current gauges.
+func (r *Registry) Stats() RegistryStats {
+	return RegistryStats{
+		IdleTunnels:     r.idle.Load(),
+		BusyTunnels:     r.busy.Load(),
+		WaitingCalls:    r.waiting.Load(),
+		ConnectedAgents: r.agents.Load(),
+	}
+}
+
+// FindHandle is a call's claim on a tunnel. Callers must always call Done, whether or not Get returned a
+// tunnel: Done gives back a tunnel that was found but never used, and withdraws a call still waiting.
+type FindHandle struct {
+	reg     *Registry
+	agentID int64
+	req     *findRequest
+	tunnel  *Tunnel
+	err     error
+}
+
+// FindTunnel looks for an idle tunnel of the agent that serves the method. found reports whether one was
+// available at once; otherwise the call waits in line and Get blocks until a tunnel arrives.
+func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool, h *FindHandle) {
+	h = &FindHandle{reg: r, agentID: agentID}
+	s := r.stripe(agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		h.err = errShuttingDown
+		return false, h
+	}
+	e := s.agents[agentID]
+	if e != nil {
+		for i := len(e.idle) - 1; i >= 0; i-- {
+			t := e.idle[i]
+			if !t.desc.supports(service, method) {
+				continue
+			}
+			e.idle = slices.Delete(e.idle, i, i+1)
+			t.mu.Lock()
+			err := t.moveLocked(TunnelFound)
+			t.mu.Unlock()
+			if err != nil {
+				r.log.Error("registry invariant broken", "err", err)
+				continue
+			}
+			r.idle.Add(-1)
+			r.busy.Add(1)
+			h.tunnel = t
+			return true, h
+		}
+	} else {
+		e = &agentEntry{}
+		s.agents[agentID] = e
+	}
+	h.req = &findRequest{service: service, method: method, ch: make(chan *Tunnel, 1)}
+	e.waiting = append(e.waiting, h.req)
+	r.waiting.Add(1)
+	return false, h
+}
+
+// Get returns the tunnel, waiting for one if none was available at once. It returns ctx's error when ctx
+// ends first, and an Unavailable status when kas is shutting down.
+func (h *FindHandle) Get(ctx context.Context) (*Tunnel, error) {
+	if h.tunnel != nil || h.err != nil {
+		return h.tunnel, h.err
+	}
+	select {
+	case t, ok := <-h.req.ch:
+		h.req = nil
+		if !ok {
+			h.err = errShuttingDown
+			return nil, h.err
+		}
+		h.tunnel = t
+		return t, nil
+	case <-ctx.Done():
+		h.cancel()
+		return nil, ctx.Err()
+	}
+}
+
+// cancel takes the call out of line. A tunnel that arrived at the same moment is kept so that Done gives
+// it back.
+func (h *FindHandle) cancel() {
+	if h.req == nil {
+		return
+	}
+	req := h.req
+	h.req = nil
+	s := h.reg.stripe(h.agentID)
+	s.mu.Lock()
+	if e := s.agents[h.agentID]; e != nil {
+		if i := slices.Index(e.waiting, req); i >= 0 {
+			e.waiting = slices.Delete(e.waiting, i, i+1)
+			h.reg.waiting.Add(-1)
+			h.reg.forgetIfEmptyLocked(s, h.agentID, e)
+			s.mu.Unlock()
+			return
+		}
+	}
+	s.mu.Unlock()
+	// Not in line any more: a tunnel was delivered (the channel holds it), or the registry stopped.
+	select {
+	case t, ok := <-req.ch:
+		if ok {
+			h.tunnel = t
+		}
+	default:
+	}
+}
+
+// Done releases the handle: a found tunnel that was never used goes back to the registry, a waiting call
+// leaves the line. It is safe to call more than once.
+func (h *FindHandle) Done() {
+	h.cancel()
+	if t := h.tunnel; t != nil {
+		h.tunnel = nil
+		h.reg.giveBack(t)
+	}
+}
+
+// addTunnel puts a new tunnel in the registry: it serves the oldest waiting call that it can serve, or
+// waits idle. It fails only when the registry has stopped.
+func (r *Registry) addTunnel(t *Tunnel) error {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return errShuttingDown
+	}
+	e := s.agents[t.agentID]
+	if e == nil {
+		e = &agentEntry{}
+		s.agents[t.agentID] = e
+	}
+	e.tunnels++
+	if e.tunnels == 1 {
+		r.agents.Add(1)
+	}
+	t.mu.Lock()
+	t.state = TunnelIdle
+	t.mu.Unlock()
+	r.idle.Add(1)
+	r.placeLocked(e, t)
+	return nil
+}
+
+// placeLocked gives an idle tunnel to the oldest waiting call it can serve, or adds it to the idle list.
+// s.mu must be held; t must be idle and counted in r.idle.
+func (r *Registry) placeLocked(e *agentEntry, t *Tunnel) {
+	for i, req := range e.waiting {
+		if !t.desc.supports(req.service, req.method) {
+			continue
+		}
+		e.waiting = slices.Delete(e.waiting, i, i+1)
+		r.waiting.Add(-1)
+		t.mu.Lock()
+		err := t.moveLocked(TunnelFound)
+		t.mu.Unlock()
+		if err != nil {
+			r.log.Error("registry invariant broken", "err", err)
+			return
+		}
+		r.idle.Add(-1)
+		r.busy.Add(1)
+		req.ch <- t // buffered, never blocks: each request gets one tunnel
+		return
+	}
+	e.idle = append(e.idle, t)
+}
+
+// giveBack returns a found tunnel that was not used. It goes back to idle unless it broke, expired or kas
+// is stopping, in which case it ends.
+func (r *Registry) giveBack(t *Tunnel) {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.mu.Lock()
+	if t.state != TunnelFound {
+		t.mu.Unlock()
+		return // already forwarding or done: nothing to give back
+	}
+	if t.early != nil || t.expired || s.stopped {
+		reason := t.endReason
+		if s.stopped && reason == "" {
+			reason = rpc.EndReasonShutdown
+		}
+		t.mu.Unlock()
+		r.finishLocked(s, t, earlyErr(t), reason)
+		return
+	}
+	err := t.moveLocked(TunnelIdle)
+	t.mu.Unlock()
+	if err != nil {
+		r.log.Error("registry invariant broken", "err", err)
+		return
+	}
+	r.busy.Add(-1)
+	r.idle.Add(1)
+	r.placeLocked(s.agents[t.agentID], t)
+}
+
+// finish ends the tunnel with err (returned to the agent as the Connect status) and reason (sent in the
+// rpc.TunnelEndReasonKey trailer). Ending a tunnel that has already ended does nothing.
+func (r *Registry) finish(t *Tunnel, err error, reason string) {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.finishLocked(s, t, err, reason)
+}
+
+func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) {
+	t.mu.Lock()
+	from := t.state
+	if from == TunnelDone {
+		t.mu.Unlock()
+		return
+	}
+	t.endErr = err
+	if reason != "" {
+		t.endReason = reason
+	}
+	if moveErr := t.moveLocked(TunnelDone); moveErr != nil {
+		t.mu.Unlock()
+		r.log.Error("registry invariant broken", "err", moveErr)
+		return
+	}
+	t.mu.Unlock()
+	e := s.agents[t.agentID]
+	switch from {
+	case TunnelIdle:
+		r.idle.Add(-1)
+		if e != nil {
+			if i := slices.Index(e.idle, t); i >= 0 {
+				e.idle = slices.Delete(e.idle, i, i+1)
+			}
+		}
+	case TunnelFound, TunnelForwarding:
+		r.busy.Add(-1)
+	}
+	if e != nil {
+		e.tunnels--
+		if e.tunnels == 0 {
+			r.agents.Add(-1)
+		}
+		r.forgetIfEmptyLocked(s, t.agentID, e)
+	}
+}
+
+func (r *Registry) forgetIfEmptyLocked(s *stripe, agentID int64, e *agentEntry) {
+	if e.tunnels == 0 && len(e.waiting) == 0 {
+		delete(s.agents, agentID)
+	}
+}
+
+// expire ends an idle tunnel because of reason; a tunnel in use ends after its call instead of going back
+// to idle.
+func (r *Registry) expire(t *Tunnel, reason string) {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.mu.Lock()
+	switch t.state {
+	case TunnelIdle:
+		t.mu.Unlock()
+		r.finishLocked(s, t, nil, reason)
+	case TunnelFound, TunnelForwarding:
+		t.expired = true
+		t.endReason = reason
+		t.mu.Unlock()
+	default:
+		t.mu.Unlock()
+	}
+}
+
+// onReaderResult handles what the stream reader got while the tunnel was not forwarding. It reports
+// false when the tunnel is forwarding: the result then belongs to the call.
+func (r *Registry) onReaderResult(t *Tunnel, res recvResult) (handled bool) {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.mu.Lock()
+	switch t.state {
+	case TunnelIdle:
+		t.mu.Unlock()
+		r.finishLocked(s, t, idleResultErr(res), "")
+		return true
+	case TunnelFound:
+		t.early = &res
+		t.mu.Unlock()
+		return true
+	case TunnelForwarding:
+		t.mu.Unlock()
+		return false
+	default:
+		t.mu.Unlock()
+		return true
+	}
+}
+
+// Stop makes every waiting call fail with Unavailable "kas is shutting down", ends every idle tunnel so
+// that its agent reconnects (to another kas), and refuses new tunnels and calls. Tunnels in use end after
+// their call.
+func (r *Registry) Stop() {
+	for i := range r.stripes {
+		s := &r.stripes[i]
+		s.mu.Lock()
+		s.stopped = true
+		for id, e := range s.agents {
+			for _, req := range e.waiting {
+				req.err = errShuttingDown
+				close(req.ch)
+			}
+			r.waiting.Add(-int64(len(e.waiting)))
+			e.waiting = nil
+			for _, t := range slices.Clone(e.idle) {
+				r.finishLocked(s, t, nil, rpc.EndReasonShutdown)
+			}
+			if e.tunnels == 0 {
+				delete(s.agents, id)
+			}
+		}
+		s.mu.Unlock()
+	}
+}

@@ -1,0 +1,229 @@
+package tunserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// DefaultFindTimeout is how long a call may wait for a tunnel before it fails with DeadlineExceeded.
+const DefaultFindTimeout = 20 * time.Second
+
+// RouterConfig configures a Router.
+type RouterConfig struct {
+	// Registry holds this kas's tunnels. Required.
+	Registry *Registry
+	// Finder finds the gateway kas for a call. Required.
+	Finder GatewayFinder
+	// InternalServer is where routing handlers are registered for in-process callers. Optional.
+	InternalServer grpc.ServiceRegistrar
+	// PrivateServer is where gateway handlers are registered for routing kas instances. Required.
+	PrivateServer grpc.ServiceRegistrar
+	// FindTimeout bounds the wait for a tunnel. Zero means DefaultFindTimeout.
+	FindTimeout time.Duration
+	// Meter records the routing metrics. Nil records nothing.
+	Meter metric.Meter
+	Log   *slog.Logger
+}
+
+// Router turns gRPC methods of agent services into routed streams: on the routing side a handler finds a
+// gateway and proxies the call to it; on the gateway side a handler finds a tunnel and proxies the call
+// into it. Payloads are never decoded.
+type Router struct {
+	cfg     RouterConfig
+	metrics *routingMetrics
+	gateway *gatewayHandler
+	log     *slog.Logger
+}
+
+// NewRouter validates cfg and returns a Router.
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	var errs []error
+	if cfg.Registry == nil {
+		errs = append(errs, errors.New("registry is required"))
+	}
+	if cfg.Finder == nil {
+		errs = append(errs, errors.New("gateway finder is required"))
+	}
+	if cfg.PrivateServer == nil {
+		errs = append(errs, errors.New("private API server is required"))
+	}
+	if cfg.FindTimeout < 0 {
+		errs = append(errs, fmt.Errorf("find timeout must not be negative, got %s", cfg.FindTimeout))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("router config: %w", errors.Join(errs...))
+	}
+	if cfg.FindTimeout == 0 {
+		cfg.FindTimeout = DefaultFindTimeout
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newRoutingMetrics(cfg.Meter)
+	if err != nil {
+		return nil, err
+	}
+	return &Router{
+		cfg:     cfg,
+		metrics: m,
+		gateway: &gatewayHandler{registry: cfg.Registry, findTimeout: cfg.FindTimeout, replayLimit: DefaultReplayLimit, log: cfg.Log},
+		log:     cfg.Log,
+	}, nil
+}
+
+// RegisterTunclientAPI makes every method of desc, unary or streaming, a bidirectional stream handler:
+// the routing copy on the internal server, the gateway copy on the private API server.
+func (r *Router) RegisterTunclientAPI(desc *grpc.ServiceDesc) {
+	if r.cfg.InternalServer != nil {
+		r.cfg.InternalServer.RegisterService(bidiServiceDesc(desc, r.RouteStream), nil)
+	}
+	r.cfg.PrivateServer.RegisterService(bidiServiceDesc(desc, r.gateway.handle), nil)
+}
+
+// GatewayStreamHandler serves every method on the private API: use it as that server's unknown service
+// handler so that calls for services kas was never told about reach their agents too.
+func (r *Router) GatewayStreamHandler() grpc.StreamHandler {
+	return r.gateway.handle
+}
+
+func bidiServiceDesc(desc *grpc.ServiceDesc, h grpc.StreamHandler) *grpc.ServiceDesc {
+	out := &grpc.ServiceDesc{
+		ServiceName: desc.ServiceName,
+		HandlerType: (*any)(nil),
+		Metadata:    desc.Metadata,
+	}
+	for _, name := range grpctool.ServiceMethods(desc) {
+		out.Streams = append(out.Streams, grpc.StreamDesc{
+			StreamName:    name,
+			Handler:       h,
+			ServerStreams: true,
+			ClientStreams: true,
+		})
+	}
+	return out
+}
+
+// RouteStream routes one call: it is a grpc.StreamHandler, usable as a server's unknown service handler
+// to route any method.
+func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
+	ctx := stream.Context()
+	fullMethod, ok := grpc.MethodFromServerStream(stream)
+	if !ok {
+		return status.Error(codes.Internal, "no method name in stream context")
+	}
+	if _, _, err := grpctool.SplitMethod(fullMethod); err != nil {
+		return methodError(fullMethod, err)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	agentID, err := AgentIDFromMetadata(md)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	gwCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gw, err := r.cfg.Finder.FindGateway(gwCtx, FindRequest{
+		AgentID:     agentID,
+		FullMethod:  fullMethod,
+		Metadata:    toGateway(md),
+		FindTimeout: r.cfg.FindTimeout,
+	})
+	if err != nil {
+		var te *findTimeoutError
+		switch {
+		case errors.As(err, &te):
+			r.metrics.aborted(start, true)
+			r.log.Debug("no tunnel found in time", "agent_id", agentID, "method", fullMethod, "timeout", r.cfg.FindTimeout)
+			return status.Errorf(codes.DeadlineExceeded,
+				"no tunnel to agent %d for %s within %s: the agent is not connected, or does not serve this method",
+				agentID, fullMethod, r.cfg.FindTimeout)
+		case ctx.Err() != nil:
+			r.metrics.aborted(start, false)
+			return status.FromContextError(ctx.Err()).Err()
+		default:
+			r.metrics.aborted(start, false)
+			return err
+		}
+	}
+	r.metrics.found(start)
+	return forwardToGateway(ctx, stream, gw)
+}
+
+// forwardToGateway proxies the caller's stream to the gateway stream that has a tunnel ready.
+func forwardToGateway(ctx context.Context, caller grpc.ServerStream, gw grpc.ClientStream) error {
+	go func() {
+		for {
+			var f grpctool.RawFrame
+			if err := caller.RecvMsg(&f); err != nil {
+				if err == io.EOF {
+					_ = gw.CloseSend()
+				}
+				return // otherwise the call is over and the gateway stream is cancelled
+			}
+			if err := gw.SendMsg(&f); err != nil {
+				return
+			}
+		}
+	}()
+	checker := rpc.NewChecker(rpc.GatewayToRouting)
+	_ = checker.Next(rpc.StateTunnelReady)
+	for {
+		var m rpc.GatewayResponse
+		err := gw.RecvMsg(&m)
+		if err == io.EOF {
+			if err := checker.Next(rpc.StateEOF); err != nil {
+				return status.Errorf(codes.Unavailable, "gateway kas ended the call without an answer: %v", status.Convert(err).Message())
+			}
+			return nil
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return err // the gateway's status, or the transport's
+		}
+		st := rpc.GatewayState(&m)
+		if err := checker.Next(st); err != nil {
+			return status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
+		}
+		switch x := m.GetMsg().(type) {
+		case *rpc.GatewayResponse_Header:
+			if md := fromAgent(rpc.ValuesToMeta(x.Header.GetMeta())); len(md) > 0 {
+				if err := caller.SendHeader(md); err != nil {
+					return err
+				}
+			}
+		case *rpc.GatewayResponse_Message:
+			if err := caller.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData()}); err != nil {
+				return err
+			}
+		case *rpc.GatewayResponse_Trailer:
+			caller.SetTrailer(fromAgent(rpc.ValuesToMeta(x.Trailer.GetMeta())))
+		case *rpc.GatewayResponse_Error:
+			return agentStatusErr(x.Error)
+		}
+	}
+}
+
+// agentStatusErr turns the agent's final status into the caller's error. An "error" that says OK is not
+// one: the agent broke the protocol.
+func agentStatusErr(e *rpc.Error) error {
+	st := e.GetStatus()
+	if st == nil || codes.Code(st.GetCode()) == codes.OK {
+		return status.Error(codes.Unknown, "agent sent an error message without an error status")
+	}
+	return status.ErrorProto(st)
+}

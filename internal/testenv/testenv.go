@@ -1,0 +1,245 @@
+// Package testenv starts real kas and agents for tests: kas with its listeners on loopback TCP (or on
+// in-memory listeners), agents that serve the test service through real tunnels, and clients for both
+// routing APIs. Everything stops when the test ends.
+//
+// It is test support only; production code never imports it.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/internal/testsvc"
+)
+
+// Transport is how agents and callers reach kas.
+type Transport string
+
+// Transports.
+const (
+	TCP     Transport = "tcp"
+	Bufconn Transport = "bufconn"
+)
+
+// Options configure Start. Zero values are fine.
+type Options struct {
+	Transport Transport
+	// Agents is the number of agents, with ids 1..Agents. Zero means one; negative means none.
+	Agents int
+	// Kas adjusts kas's config before it starts.
+	Kas func(*kas.Config)
+	// Agent adjusts each agent's config before it starts.
+	Agent func(id int64, c *tunclient.Config)
+	// AgentDial adds dial options to each agent's connection to kas.
+	AgentDial []grpc.DialOption
+	// CallerDial adds dial options to the public API client.
+	CallerDial []grpc.DialOption
+}
+
+// AgentEnv is one running agent.
+type AgentEnv struct {
+	ID      int64
+	Agent   *tunclient.Agent
+	Service *testsvc.Server
+	Metrics *metrics.Provider
+	conn    *grpc.ClientConn
+	stopped bool
+}
+
+// Env is a running kas with its agents.
+type Env struct {
+	t         testing.TB
+	opts      Options
+	Kas       *kas.Server
+	Metrics   *metrics.Provider
+	Agents    map[int64]*AgentEnv
+	Public    *grpc.ClientConn
+	agentDial func(context.Context, string) (net.Conn, error)
+	agentAddr string
+	kasDown   bool
+}
+
+// Token is the agent token testenv gives agent id.
+func Token(id int64) string { return fmt.Sprintf("token-%d", id) }
+
+// Start starts kas and the agents and waits until every agent has its idle tunnels.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if opts.Transport == "" {
+		opts.Transport = TCP
+	}
+	if opts.Agents == 0 {
+		opts.Agents = 1
+	}
+	tokens := map[string]int64{}
+	for id := int64(1); id <= int64(max(opts.Agents, 0))+10; id++ {
+		tokens[Token(id)] = id
+	}
+	auth, err := tunserver.NewStaticTokens(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := metrics.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := kas.Config{
+		Authenticator:    auth,
+		FindTimeout:      5 * time.Second,
+		MaxConnectionAge: -1,
+		ShutdownGrace:    5 * time.Second,
+		Metrics:          mp,
+	}
+	e := &Env{t: t, opts: opts, Metrics: mp, Agents: map[int64]*AgentEnv{}}
+	var apiDial func(context.Context, string) (net.Conn, error)
+	switch opts.Transport {
+	case TCP:
+		cfg.AgentListen = "127.0.0.1:0"
+		cfg.APIListen = "127.0.0.1:0"
+	case Bufconn:
+		al, pl := grpctool.NewInMemoryListener(), grpctool.NewInMemoryListener()
+		cfg.AgentListener, cfg.APIListener = al, pl
+		e.agentDial = func(ctx context.Context, _ string) (net.Conn, error) { return al.DialContext(ctx) }
+		apiDial = func(ctx context.Context, _ string) (net.Conn, error) { return pl.DialContext(ctx) }
+	default:
+		t.Fatalf("unknown transport %q", opts.Transport)
+	}
+	if opts.Kas != nil {
+		opts.Kas(&cfg)
+	}
+	k, err := kas.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	e.Kas = k
+	t.Cleanup(e.stopKas)
+
+	apiTarget := "passthrough:in-memory"
+	if opts.Transport == TCP {
+		e.agentAddr = k.Addrs().Agent.String()
+		apiTarget = k.Addrs().API.String()
+	}
+	callerOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if apiDial != nil {
+		callerOpts = append(callerOpts, grpc.WithContextDialer(apiDial))
+	}
+	e.Public, err = grpc.NewClient(apiTarget, append(callerOpts, opts.CallerDial...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.Public.Close() })
+
+	for id := int64(1); id <= int64(opts.Agents); id++ {
+		e.StartAgent(id)
+	}
+	for id := range e.Agents {
+		e.WaitIdle(id, 1)
+	}
+	return e
+}
+
+// StartAgent starts (or restarts) agent id and returns it. It does not wait for its tunnels.
+func (e *Env) StartAgent(id int64) *AgentEnv {
+	t := e.t
+	t.Helper()
+	target := "passthrough:in-memory"
+	dial := []grpc.DialOption{}
+	if e.agentDial != nil {
+		dial = append(dial, grpc.WithContextDialer(e.agentDial))
+	} else {
+		target = e.agentAddr
+	}
+	dial = append(dial, e.opts.AgentDial...)
+	conn, err := tunclient.DialKas(target, Token(id), dial...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := metrics.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := tunclient.Config{KasConn: conn, Meter: mp.Meter("agent"), Backoff: tunclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Factor: 1.6, Jitter: 0.2}, ShutdownReconnectJitter: 100 * time.Millisecond}
+	if e.opts.Agent != nil {
+		e.opts.Agent(id, &cfg)
+	}
+	a, err := tunclient.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := testsvc.Register(a)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ae := &AgentEnv{ID: id, Agent: a, Service: svc, Metrics: mp, conn: conn}
+	e.Agents[id] = ae
+	t.Cleanup(func() { e.StopAgent(ae) })
+	return ae
+}
+
+// StopAgent stops an agent gracefully (calls in flight finish) and closes its connection.
+func (e *Env) StopAgent(ae *AgentEnv) {
+	if ae.stopped {
+		return
+	}
+	ae.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ae.Agent.Stop(ctx)
+	_ = ae.conn.Close()
+}
+
+func (e *Env) stopKas() {
+	if e.kasDown {
+		return
+	}
+	e.kasDown = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e.Kas.Shutdown(ctx)
+}
+
+// ShutdownKas shuts kas down now (it would at the end of the test anyway).
+func (e *Env) ShutdownKas(ctx context.Context) {
+	e.kasDown = true
+	e.Kas.Shutdown(ctx)
+}
+
+// WaitIdle waits until kas holds at least n idle tunnels of agent id... in total (kas does not break them
+// down by agent), failing the test after 10 s.
+func (e *Env) WaitIdle(_ int64, n int64) {
+	e.t.Helper()
+	Eventually(e.t, 10*time.Second, func() bool { return e.Kas.Registry().Stats().IdleTunnels >= n },
+		"kas never had %d idle tunnels", n)
+}
+
+// Eventually polls cond every 10 ms until it holds or timeout passes, then fails the test.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf(format, args...)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// AgentCtx returns ctx with the routing metadata for agent id.
+func AgentCtx(ctx context.Context, id int64, kv ...string) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, append([]string{tunserver.RoutingAgentIDMetadataKey, fmt.Sprint(id)}, kv...)...)
+}
