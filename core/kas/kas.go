@@ -132,9 +132,7 @@ type Server struct {
 	httpServer     *http.Server
 
 	internalListener *grpctool.InMemoryListener
-	privateMemory    *grpctool.InMemoryListener
 	internalConn     *grpc.ClientConn
-	privateConn      *grpc.ClientConn
 
 	listeners struct {
 		agent, api, private, metrics net.Listener
@@ -173,13 +171,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.agentServer = grpc.NewServer(agentOpts...)
 	s.internalListener = grpctool.NewInMemoryListener()
-	s.privateMemory = grpctool.NewInMemoryListener()
 	var err error
-	s.privateConn, err = grpctool.DialInMemory(s.privateMemory, grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(envelopeMax), grpc.MaxCallSendMsgSize(envelopeMax)))
-	if err != nil {
-		return nil, fmt.Errorf("dial own private API: %w", err)
-	}
 	s.internalConn, err = grpctool.DialInMemory(s.internalListener, grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(routedMax), grpc.MaxCallSendMsgSize(routedMax)))
 	if err != nil {
@@ -210,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 	)
 	router, err = tunserver.NewRouter(tunserver.RouterConfig{
 		Registry:       s.registry,
-		Finder:         tunserver.SelfFinder{Conn: s.privateConn},
+		Finder:         tunserver.LocalFinder{Registry: s.registry},
 		InternalServer: s.internalServer,
 		PrivateServer:  s.privateServer,
 		FindTimeout:    cfg.FindTimeout,
@@ -276,7 +268,6 @@ func (s *Server) Start() error {
 	serve(s.agentServer, s.listeners.agent)
 	serve(s.apiServer, s.listeners.api)
 	serve(s.privateServer, s.listeners.private)
-	serve(s.privateServer, s.privateMemory)
 	serve(s.internalServer, s.internalListener)
 	if s.listeners.metrics != nil {
 		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -395,7 +386,6 @@ func (s *Server) Shutdown(ctx context.Context) {
 			_ = s.httpServer.Close()
 		}
 		_ = s.internalConn.Close()
-		_ = s.privateConn.Close()
 		s.serveWG.Wait()
 		if s.ownsMP {
 			_ = s.metrics.Shutdown(context.Background())

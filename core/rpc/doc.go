@@ -3,4 +3,3 @@
 //
 // It must never depend on the agent or server side: both sides import it.
 package rpc
-

@@ -17,18 +17,27 @@ import (
 
 // FindRequest describes the call a gateway is wanted for.
 type FindRequest struct {
-	AgentID    int64
-	FullMethod string
-	// Metadata goes to the gateway with the call; it carries the routing agent id.
+	AgentID         int64
+	FullMethod      string
+	Service, Method string
+	// Metadata goes to a remote gateway with the call; it carries the routing agent id.
 	Metadata    metadata.MD
 	FindTimeout time.Duration
 }
 
-// GatewayFinder finds a gateway kas with a tunnel for the call. It returns the private API stream to the
-// one gateway it picked, after it sent StartStreaming on it; the stream lives as long as ctx. When no
-// gateway has a tunnel within FindTimeout it returns a *findTimeoutError.
+// Gateway is where a call goes: a tunnel of this kas, or the private API stream to another kas that
+// holds one (already sent StartStreaming). Exactly one of the two is set.
+type Gateway struct {
+	handle *FindHandle
+	tunnel *Tunnel
+	stream grpc.ClientStream
+}
+
+// GatewayFinder finds the gateway for a call: this kas first, other kas instances when it has none.
+// A remote stream lives as long as ctx. When no gateway has a tunnel within FindTimeout it returns a
+// *findTimeoutError.
 type GatewayFinder interface {
-	FindGateway(ctx context.Context, req FindRequest) (grpc.ClientStream, error)
+	FindGateway(ctx context.Context, req FindRequest) (Gateway, error)
 }
 
 type findTimeoutError struct {
@@ -39,15 +48,26 @@ func (e *findTimeoutError) Error() string {
 	return fmt.Sprintf("no tunnel found within %s", e.timeout)
 }
 
-// SelfFinder is the finder of a kas that is its own only gateway: it asks its own private API, in
-// memory, exactly as it would ask another kas.
-type SelfFinder struct {
-	Conn grpc.ClientConnInterface
+// LocalFinder is the finder of a kas that is its own only gateway: it waits for a tunnel in its own
+// registry.
+type LocalFinder struct {
+	Registry *Registry
 }
 
 // FindGateway implements GatewayFinder.
-func (f SelfFinder) FindGateway(ctx context.Context, req FindRequest) (grpc.ClientStream, error) {
-	return attemptGateway(ctx, f.Conn, req)
+func (f LocalFinder) FindGateway(ctx context.Context, req FindRequest) (Gateway, error) {
+	_, h := f.Registry.FindTunnel(req.AgentID, req.Service, req.Method)
+	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
+	defer cancel()
+	t, err := h.Get(findCtx)
+	if err != nil {
+		h.Done()
+		if ctx.Err() == nil && findCtx.Err() != nil {
+			return Gateway{}, &findTimeoutError{timeout: req.FindTimeout}
+		}
+		return Gateway{}, err
+	}
+	return Gateway{handle: h, tunnel: t}, nil
 }
 
 // attemptGateway opens the private API stream to one gateway and waits until it has a tunnel ready or

@@ -46,34 +46,90 @@ func earlyErr(t *Tunnel) error {
 }
 
 // readLoop is the tunnel's only reader. While the tunnel is idle or found it watches for the agent
-// withdrawing or breaking the tunnel; while forwarding it hands every message to the call.
+// withdrawing or breaking the tunnel; while forwarding it passes every agent message on to the caller
+// itself, so that no goroutine hand-off sits between the tunnel and the caller.
 func (t *Tunnel) readLoop(r *Registry) {
-	forwarding := false
+	var fwd *forwarding
 	for {
 		msg, err := t.stream.Recv()
 		res := recvResult{msg: msg, err: err}
-		if !forwarding {
-			if r.onReaderResult(t, res) {
+		if fwd == nil {
+			if fwd = r.onReaderResult(t, res); fwd == nil {
 				return
 			}
-			forwarding = true
 		}
-		select {
-		case t.recvCh <- res:
-		case <-t.done:
-			return
-		}
-		if err != nil {
+		if v, over := fwd.handle(res); over {
+			fwd.result <- v // buffered: never blocks
 			return
 		}
 	}
 }
 
-// startForwarding moves a found tunnel to forwarding. It fails with errRetryOtherTunnel when the agent
-// withdrew or broke the tunnel while it was found: nothing was sent, so another tunnel may take the call.
-func (t *Tunnel) startForwarding(r *Registry) error {
+// verdict is how a call ended from the tunnel's side.
+type verdict struct {
+	kind verdictKind
+	err  error
+}
+
+type verdictKind int
+
+const (
+	verdictDone       verdictKind = iota // the agent's answer went to the caller
+	verdictWithdrawn                     // the agent withdrew the tunnel before it accepted the call
+	verdictBroken                        // the stream failed; err is the stream's error
+	verdictViolation                     // the agent broke the protocol; err is the InvalidArgument for it
+	verdictCallerGone                    // the caller could not take the answer; err is the sink's error
+)
+
+// forwarding is one call on a tunnel, as the reader sees it.
+type forwarding struct {
+	pump    *requestPump
+	sink    func(*rpc.ConnectRequest) error
+	checker rpc.Checker
+	result  chan verdict
+}
+
+func newForwarding(pump *requestPump, sink func(*rpc.ConnectRequest) error) *forwarding {
+	f := &forwarding{pump: pump, sink: sink, checker: rpc.NewChecker(rpc.AgentToKas), result: make(chan verdict, 1)}
+	_ = f.checker.Next(rpc.StateDescriptor)
+	return f
+}
+
+// handle takes one result of Recv; over reports that the call is over from the agent's side.
+func (f *forwarding) handle(res recvResult) (v verdict, over bool) {
+	if res.err == io.EOF {
+		if err := f.checker.Next(rpc.StateEOF); err != nil {
+			return verdict{kind: verdictViolation, err: err}, true
+		}
+		if !f.pump.accepted.Load() {
+			return verdict{kind: verdictWithdrawn}, true
+		}
+		return verdict{kind: verdictDone}, true
+	}
+	if res.err != nil {
+		return verdict{kind: verdictBroken, err: res.err}, true
+	}
+	st := rpc.AgentState(res.msg)
+	if err := f.checker.Next(st); err != nil {
+		return verdict{kind: verdictViolation, err: err}, true
+	}
+	f.pump.accept()
+	if err := f.sink(res.msg); err != nil {
+		return verdict{kind: verdictCallerGone, err: err}, true
+	}
+	if st == rpc.StateError {
+		return verdict{kind: verdictDone}, true
+	}
+	return verdict{}, false
+}
+
+// startForwarding moves a found tunnel to forwarding with fwd. It fails with errRetryOtherTunnel when
+// the agent withdrew or broke the tunnel while it was found: nothing was sent, so another tunnel may take
+// the call.
+func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 	t.mu.Lock()
 	if t.state == TunnelFound && t.early == nil {
+		t.fwd = fwd
 		err := t.moveLocked(TunnelForwarding)
 		t.mu.Unlock()
 		return err
@@ -193,65 +249,44 @@ func (p *requestPump) record(m *rpc.ConnectResponse, size int) {
 // the caller went away, a status for the caller when the tunnel broke, or nil when the agent's answer
 // (including a final error status) went to sink.
 func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, sink func(*rpc.ConnectRequest) error) error {
-	if err := t.startForwarding(r); err != nil {
+	fwd := newForwarding(pump, sink)
+	if err := t.startForwarding(r, fwd); err != nil {
 		return err
 	}
 	if err := pump.attach(t); err != nil {
-		// The stream ended under us: the reader will say why; nothing reached the agent's service.
+		// The stream ended under us: nothing reached the agent's service. The reader stops on its own.
 		pump.detach()
 		r.finish(t, nil, "")
 		return errRetryOtherTunnel
 	}
-	checker := rpc.NewChecker(rpc.AgentToKas)
-	_ = checker.Next(rpc.StateDescriptor)
-	for {
-		var res recvResult
-		select {
-		case res = <-t.recvCh:
-		case <-ctx.Done():
-			pump.detach()
-			r.finish(t, status.Error(codes.Canceled, "the caller cancelled the call"), "")
-			return ctx.Err()
+	var v verdict
+	select {
+	case v = <-fwd.result:
+	case <-ctx.Done():
+		pump.detach()
+		r.finish(t, status.Error(codes.Canceled, "the caller cancelled the call"), "")
+		<-fwd.result // the reader may be using sink; the tunnel's end makes it stop
+		return ctx.Err()
+	}
+	replayable := pump.detach()
+	switch v.kind {
+	case verdictDone:
+		r.finish(t, nil, "")
+		return nil
+	case verdictWithdrawn:
+		r.finish(t, nil, "")
+		if replayable {
+			return errRetryOtherTunnel
 		}
-		if res.err == io.EOF {
-			if err := checker.Next(rpc.StateEOF); err != nil {
-				pump.detach()
-				r.finish(t, err, "")
-				return status.Errorf(codes.Unavailable, "agent %d ended the tunnel mid-call: %v", t.agentID, status.Convert(err).Message())
-			}
-			if checker.State() == rpc.StateEOF && !pump.accepted.Load() {
-				// The agent withdrew the tunnel before it saw the call.
-				replayable := pump.detach()
-				r.finish(t, nil, "")
-				if replayable {
-					return errRetryOtherTunnel
-				}
-				return status.Errorf(codes.Unavailable, "agent %d withdrew the tunnel as the call arrived and the request was too large to replay", t.agentID)
-			}
-			r.finish(t, nil, "")
-			return nil
-		}
-		if res.err != nil {
-			pump.detach()
-			r.finish(t, res.err, "")
-			return status.Errorf(codes.Unavailable, "tunnel to agent %d broke: %v", t.agentID, status.Convert(res.err).Message())
-		}
-		st := rpc.AgentState(res.msg)
-		if err := checker.Next(st); err != nil {
-			pump.detach()
-			r.finish(t, err, "")
-			return status.Errorf(codes.Unavailable, "agent %d broke the tunnel protocol: %v", t.agentID, status.Convert(err).Message())
-		}
-		pump.accept()
-		if err := sink(res.msg); err != nil {
-			pump.detach()
-			r.finish(t, status.Error(codes.Canceled, "the caller went away"), "")
-			return err
-		}
-		if st == rpc.StateError {
-			pump.detach()
-			r.finish(t, nil, "")
-			return nil
-		}
+		return status.Errorf(codes.Unavailable, "agent %d withdrew the tunnel as the call arrived and the request was too large to replay", t.agentID)
+	case verdictBroken:
+		r.finish(t, v.err, "")
+		return status.Errorf(codes.Unavailable, "tunnel to agent %d broke: %v", t.agentID, status.Convert(v.err).Message())
+	case verdictViolation:
+		r.finish(t, v.err, "")
+		return status.Errorf(codes.Unavailable, "agent %d broke the tunnel protocol: %v", t.agentID, status.Convert(v.err).Message())
+	default: // verdictCallerGone
+		r.finish(t, status.Error(codes.Canceled, "the caller went away"), "")
+		return v.err
 	}
 }

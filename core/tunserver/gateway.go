@@ -27,25 +27,11 @@ type gatewayHandler struct {
 
 func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 	ctx := stream.Context()
-	fullMethod, ok := grpc.MethodFromServerStream(stream)
-	if !ok {
-		return status.Error(codes.Internal, "no method name in stream context")
-	}
-	service, method, err := grpctool.SplitMethod(fullMethod)
-	if err != nil {
-		return methodError(fullMethod, err)
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	agentID, err := AgentIDFromMetadata(md)
+	c, err := parseCall(stream)
 	if err != nil {
 		return err
 	}
-	info := &rpc.RequestInfo{MethodName: fullMethod, Meta: rpc.MetaToValues(toAgent(md))}
-	if dl, ok := ctx.Deadline(); ok {
-		info.Deadline = timestamppb.New(dl)
-	}
-
-	found, h := g.registry.FindTunnel(agentID, service, method)
+	found, h := g.registry.FindTunnel(c.agentID, c.service, c.method)
 	defer func() { h.Done() }() // h changes when the call moves to another tunnel
 	if !found {
 		if err := stream.SendMsg(gatewayNoTunnel); err != nil {
@@ -64,29 +50,63 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 		// The routing kas picked another gateway or gave up: Done gives the tunnel back.
 		return err
 	}
-
-	pump := newRequestPump(stream, info, g.replayLimit)
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
+	return g.carry(ctx, c, &h, tun, newRequestPump(stream, c.info, g.replayLimit), sink)
+}
+
+// call is what routing and gateways need to know about a call.
+type call struct {
+	agentID         int64
+	fullMethod      string
+	service, method string
+	md              metadata.MD
+	info            *rpc.RequestInfo
+}
+
+// parseCall reads the method, the agent id and the metadata for the agent from the stream.
+func parseCall(stream grpc.ServerStream) (call, error) {
+	ctx := stream.Context()
+	fullMethod, ok := grpc.MethodFromServerStream(stream)
+	if !ok {
+		return call{}, status.Error(codes.Internal, "no method name in stream context")
+	}
+	service, method, err := grpctool.SplitMethod(fullMethod)
+	if err != nil {
+		return call{}, methodError(fullMethod, err)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	agentID, err := AgentIDFromMetadata(md)
+	if err != nil {
+		return call{}, err
+	}
+	info := &rpc.RequestInfo{MethodName: fullMethod, Meta: rpc.MetaToValues(toAgent(md))}
+	if dl, ok := ctx.Deadline(); ok {
+		info.Deadline = timestamppb.New(dl)
+	}
+	return call{agentID: agentID, fullMethod: fullMethod, service: service, method: method, md: md, info: info}, nil
+}
+
+// carry forwards the call through tun and, when the agent withdraws a tunnel before it accepts the call,
+// through another one of this kas. *h is the handle of the current tunnel; the caller calls Done on it.
+func (g *gatewayHandler) carry(ctx context.Context, c call, h **FindHandle, tun *Tunnel, pump *requestPump, sink func(*rpc.ConnectRequest) error) error {
 	var retryCtx context.Context
 	for {
 		err := tun.forward(ctx, g.registry, pump, sink)
 		if !errors.Is(err, errRetryOtherTunnel) {
 			return forwardErr(ctx, err)
 		}
-		// The agent withdrew this tunnel before it took the call: serve the call with another one.
-		h.Done()
-		g.log.Debug("tunnel withdrawn as the call arrived, retrying on another tunnel", "agent_id", agentID, "method", fullMethod)
+		(*h).Done()
+		g.log.Debug("tunnel withdrawn as the call arrived, retrying on another tunnel", "agent_id", c.agentID, "method", c.fullMethod)
 		if retryCtx == nil {
 			var cancel context.CancelFunc
 			retryCtx, cancel = context.WithTimeout(ctx, g.findTimeout)
 			defer cancel()
 		}
-		_, h = g.registry.FindTunnel(agentID, service, method)
-		tun, err = h.Get(retryCtx)
+		_, *h = g.registry.FindTunnel(c.agentID, c.service, c.method)
+		tun, err = (*h).Get(retryCtx)
 		if err != nil {
-			h.Done()
 			if ctx.Err() == nil && retryCtx.Err() != nil {
-				return status.Errorf(codes.DeadlineExceeded, "agent %d withdrew its tunnel and no other tunnel serving %s arrived within %s", agentID, fullMethod, g.findTimeout)
+				return status.Errorf(codes.DeadlineExceeded, "agent %d withdrew its tunnel and no other tunnel serving %s arrived within %s", c.agentID, c.fullMethod, g.findTimeout)
 			}
 			return gatewayFindErr(ctx, err)
 		}

@@ -52,6 +52,8 @@ func newRoutingMetrics(m metric.Meter) (*routingMetrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", RoutingTimeoutMetric, err)
 	}
+	// Present from the start, so that dashboards and alerts see 0 rather than no data.
+	c.Add(context.Background(), 0)
 	return &routingMetrics{duration: d, timeouts: c}, nil
 }
 

@@ -357,29 +357,30 @@ func (r *Registry) expire(t *Tunnel, reason string) {
 	}
 }
 
-// onReaderResult handles what the stream reader got while the tunnel was not forwarding. It reports
-// false when the tunnel is forwarding: the result then belongs to the call.
-func (r *Registry) onReaderResult(t *Tunnel, res recvResult) (handled bool) {
+// onReaderResult handles what the stream reader got while it had no call to pass it to. It returns the
+// call instead when the tunnel carries one (forwarding, or done after forwarding): the result is the
+// call's.
+func (r *Registry) onReaderResult(t *Tunnel, res recvResult) *forwarding {
 	s := r.stripe(t.agentID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t.mu.Lock()
+	if t.fwd != nil {
+		fwd := t.fwd
+		t.mu.Unlock()
+		return fwd
+	}
 	switch t.state {
 	case TunnelIdle:
 		t.mu.Unlock()
 		r.finishLocked(s, t, idleResultErr(res), "")
-		return true
 	case TunnelFound:
 		t.early = &res
 		t.mu.Unlock()
-		return true
-	case TunnelForwarding:
-		t.mu.Unlock()
-		return false
 	default:
 		t.mu.Unlock()
-		return true
 	}
+	return nil
 }
 
 // Stop makes every waiting call fail with Unavailable "kas is shutting down", ends every idle tunnel so

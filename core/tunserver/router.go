@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -120,15 +119,7 @@ func bidiServiceDesc(desc *grpc.ServiceDesc, h grpc.StreamHandler) *grpc.Service
 // to route any method.
 func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 	ctx := stream.Context()
-	fullMethod, ok := grpc.MethodFromServerStream(stream)
-	if !ok {
-		return status.Error(codes.Internal, "no method name in stream context")
-	}
-	if _, _, err := grpctool.SplitMethod(fullMethod); err != nil {
-		return methodError(fullMethod, err)
-	}
-	md, _ := metadata.FromIncomingContext(ctx)
-	agentID, err := AgentIDFromMetadata(md)
+	c, err := parseCall(stream)
 	if err != nil {
 		return err
 	}
@@ -136,9 +127,11 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 	gwCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gw, err := r.cfg.Finder.FindGateway(gwCtx, FindRequest{
-		AgentID:     agentID,
-		FullMethod:  fullMethod,
-		Metadata:    toGateway(md),
+		AgentID:     c.agentID,
+		FullMethod:  c.fullMethod,
+		Service:     c.service,
+		Method:      c.method,
+		Metadata:    toGateway(c.md),
 		FindTimeout: r.cfg.FindTimeout,
 	})
 	if err != nil {
@@ -146,10 +139,10 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		switch {
 		case errors.As(err, &te):
 			r.metrics.aborted(start, true)
-			r.log.Debug("no tunnel found in time", "agent_id", agentID, "method", fullMethod, "timeout", r.cfg.FindTimeout)
+			r.log.Debug("no tunnel found in time", "agent_id", c.agentID, "method", c.fullMethod, "timeout", r.cfg.FindTimeout)
 			return status.Errorf(codes.DeadlineExceeded,
 				"no tunnel to agent %d for %s within %s: the agent is not connected, or does not serve this method",
-				agentID, fullMethod, r.cfg.FindTimeout)
+				c.agentID, c.fullMethod, r.cfg.FindTimeout)
 		case ctx.Err() != nil:
 			r.metrics.aborted(start, false)
 			return status.FromContextError(ctx.Err()).Err()
@@ -159,7 +152,52 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		}
 	}
 	r.metrics.found(start)
-	return forwardToGateway(ctx, stream, gw)
+	if gw.stream != nil {
+		return forwardToGateway(ctx, stream, gw.stream)
+	}
+	// This kas is the gateway: the call goes straight into the tunnel.
+	defer func() { gw.handle.Done() }()
+	w := callerWriter{caller: stream}
+	sink := func(m *rpc.ConnectRequest) error {
+		switch x := m.GetMsg().(type) {
+		case *rpc.ConnectRequest_Header:
+			return w.header(x.Header)
+		case *rpc.ConnectRequest_Message:
+			return w.message(x.Message)
+		case *rpc.ConnectRequest_Trailer:
+			w.trailer(x.Trailer)
+		case *rpc.ConnectRequest_Error:
+			w.final = agentStatusErr(x.Error)
+		}
+		return nil
+	}
+	if err := r.gateway.carry(ctx, c, &gw.handle, gw.tunnel, newRequestPump(stream, c.info, r.gateway.replayLimit), sink); err != nil {
+		return err
+	}
+	return w.final
+}
+
+// callerWriter writes the agent's answer to the caller.
+type callerWriter struct {
+	caller grpc.ServerStream
+	final  error
+}
+
+// header sends a non-empty header at once; an empty one goes with the first message, or the answer is
+// trailers-only, exactly as the service's own would be.
+func (w *callerWriter) header(h *rpc.Header) error {
+	if md := fromAgent(rpc.ValuesToMeta(h.GetMeta())); len(md) > 0 {
+		return w.caller.SendHeader(md)
+	}
+	return nil
+}
+
+func (w *callerWriter) message(m *rpc.Message) error {
+	return w.caller.SendMsg(&grpctool.RawFrame{Data: m.GetData()})
+}
+
+func (w *callerWriter) trailer(t *rpc.Trailer) {
+	w.caller.SetTrailer(fromAgent(rpc.ValuesToMeta(t.GetMeta())))
 }
 
 // forwardToGateway proxies the caller's stream to the gateway stream that has a tunnel ready.
@@ -180,6 +218,7 @@ func forwardToGateway(ctx context.Context, caller grpc.ServerStream, gw grpc.Cli
 	}()
 	checker := rpc.NewChecker(rpc.GatewayToRouting)
 	_ = checker.Next(rpc.StateTunnelReady)
+	w := callerWriter{caller: caller}
 	for {
 		var m rpc.GatewayResponse
 		err := gw.RecvMsg(&m)
@@ -201,17 +240,15 @@ func forwardToGateway(ctx context.Context, caller grpc.ServerStream, gw grpc.Cli
 		}
 		switch x := m.GetMsg().(type) {
 		case *rpc.GatewayResponse_Header:
-			if md := fromAgent(rpc.ValuesToMeta(x.Header.GetMeta())); len(md) > 0 {
-				if err := caller.SendHeader(md); err != nil {
-					return err
-				}
+			if err := w.header(x.Header); err != nil {
+				return err
 			}
 		case *rpc.GatewayResponse_Message:
-			if err := caller.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData()}); err != nil {
+			if err := w.message(x.Message); err != nil {
 				return err
 			}
 		case *rpc.GatewayResponse_Trailer:
-			caller.SetTrailer(fromAgent(rpc.ValuesToMeta(x.Trailer.GetMeta())))
+			w.trailer(x.Trailer)
 		case *rpc.GatewayResponse_Error:
 			return agentStatusErr(x.Error)
 		}

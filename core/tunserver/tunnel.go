@@ -87,8 +87,8 @@ type Tunnel struct {
 	endReason string
 	endErr    error
 
-	// recvCh carries what the stream reader gets while the tunnel is forwarding.
-	recvCh chan recvResult
+	// fwd is the call the tunnel carries, once forwarding.
+	fwd *forwarding
 	// done is closed when the tunnel reaches TunnelDone; the Connect handler then returns endErr.
 	done chan struct{}
 
@@ -101,7 +101,6 @@ func newTunnel(agentID int64, desc descriptorIndex, stream rpc.ReverseTunnel_Con
 		agentID: agentID,
 		desc:    desc,
 		stream:  stream,
-		recvCh:  make(chan recvResult, 1),
 		done:    make(chan struct{}),
 	}
 }

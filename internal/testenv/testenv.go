@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -242,4 +243,55 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format st
 // AgentCtx returns ctx with the routing metadata for agent id.
 func AgentCtx(ctx context.Context, id int64, kv ...string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, append([]string{tunserver.RoutingAgentIDMetadataKey, fmt.Sprint(id)}, kv...)...)
+}
+
+// Scrape reads the metrics a provider exposes, keyed by family name.
+func Scrape(t testing.TB, p *metrics.Provider) map[string]*dto.MetricFamily {
+	t.Helper()
+	fams, err := p.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(fams))
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// Value is the value of the metric in fam whose labels include every given name=value pair: a counter,
+// a gauge, or a histogram's sample count. It returns -1 when no metric matches.
+func Value(fam *dto.MetricFamily, labels ...string) float64 {
+	if fam == nil {
+		return -1
+	}
+	for _, m := range fam.GetMetric() {
+		if !hasLabels(m, labels) {
+			continue
+		}
+		switch {
+		case m.GetCounter() != nil:
+			return m.GetCounter().GetValue()
+		case m.GetGauge() != nil:
+			return m.GetGauge().GetValue()
+		case m.GetHistogram() != nil:
+			return float64(m.GetHistogram().GetSampleCount())
+		}
+	}
+	return -1
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
