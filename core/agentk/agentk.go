@@ -1,0 +1,143 @@
+// Package agentk assembles an agent process from the tunnel core: the connection to kas, the tunnel
+// pool, the built-in demo service, and the metrics and health endpoints.
+//
+// It is what cmd/agentk runs and what the harness embeds for separate-process topologies; it holds no
+// tunnel logic of its own.
+package agentk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/tunnelbench/tunnelbench/core/demo"
+	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tunclient"
+)
+
+// DefaultKasAddress is where agentk looks for kas's agent API.
+const DefaultKasAddress = "127.0.0.1:8150"
+
+// Config configures an agentk.
+type Config struct {
+	KasAddress string
+	Token      string
+	// Pool is the tunnel pool configuration; KasConn is filled in by New.
+	Pool tunclient.Config
+	// MetricsListen serves /metrics, /healthz and /readyz; empty disables it.
+	MetricsListen string
+	// NoDemo leaves the built-in demo service out.
+	NoDemo bool
+	// DialOptions are added to the connection to kas.
+	DialOptions []grpc.DialOption
+	Log         *slog.Logger
+}
+
+// Agentk is one running agent process.
+type Agentk struct {
+	cfg     Config
+	conn    *grpc.ClientConn
+	agent   *tunclient.Agent
+	metrics *metrics.Provider
+	http    *http.Server
+	lis     net.Listener
+	wg      sync.WaitGroup
+}
+
+// New dials kas (lazily: nothing is sent before Start) and builds the agent.
+func New(cfg Config) (*Agentk, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.KasAddress == "" {
+		return nil, errors.New("agentk: kas address is required")
+	}
+	mp, err := metrics.New(metrics.WithRuntimeMetrics())
+	if err != nil {
+		return nil, err
+	}
+	conn, err := tunclient.DialKas(cfg.KasAddress, cfg.Token, cfg.DialOptions...)
+	if err != nil {
+		return nil, err
+	}
+	pool := cfg.Pool
+	pool.KasConn = conn
+	pool.Meter = mp.Meter("github.com/tunnelbench/tunnelbench/core/agentk")
+	pool.Log = cfg.Log
+	a, err := tunclient.New(pool)
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	if !cfg.NoDemo {
+		demo.Register(a)
+	}
+	return &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp}, nil
+}
+
+// Agent is the tunnel agent: register more services on it before Start.
+func (k *Agentk) Agent() *tunclient.Agent { return k.agent }
+
+// Start opens the metrics listener and the tunnels.
+func (k *Agentk) Start() error {
+	if k.cfg.MetricsListen != "" {
+		l, err := net.Listen("tcp", k.cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", k.cfg.MetricsListen, err)
+		}
+		k.lis = l
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", k.metrics.Handler())
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if k.agent.Stats().Idle == 0 {
+				http.Error(w, "not ready: no idle tunnel to kas", http.StatusServiceUnavailable)
+				return
+			}
+			_, _ = w.Write([]byte("ready\n"))
+		})
+		k.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		k.wg.Add(1)
+		go func() {
+			defer k.wg.Done()
+			_ = k.http.Serve(l)
+		}()
+	}
+	if err := k.agent.Start(); err != nil {
+		k.stopHTTP()
+		return err
+	}
+	k.cfg.Log.Info("agentk started", "kas", k.cfg.KasAddress, "metrics", k.cfg.MetricsListen, "plaintext", true)
+	return nil
+}
+
+// MetricsAddr is the metrics listener's address, or nil.
+func (k *Agentk) MetricsAddr() net.Addr {
+	if k.lis == nil {
+		return nil
+	}
+	return k.lis.Addr()
+}
+
+// Stop stops gracefully: calls in flight finish unless ctx ends first.
+func (k *Agentk) Stop(ctx context.Context) {
+	k.agent.Stop(ctx)
+	_ = k.conn.Close()
+	k.stopHTTP()
+	_ = k.metrics.Shutdown(context.Background())
+	k.cfg.Log.Info("agentk stopped")
+}
+
+func (k *Agentk) stopHTTP() {
+	if k.http != nil {
+		_ = k.http.Close()
+	}
+	k.wg.Wait()
+}

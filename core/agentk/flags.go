@@ -1,0 +1,82 @@
+package agentk
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
+)
+
+const usage = `
+agentk dials out to kas and serves gRPC calls that kas routes to it through tunnels. Out of the box it
+serves gRPC health, server reflection and a demo service (tunnelbench.demo.v1.Demo).
+
+Usage: agentk --token TOKEN [flags]
+`
+
+// ParseArgs builds a Config from agentk's command line and the files it names. Problems come back as
+// cli.UsageError; --help prints the usage to stdout and returns cli.ErrHelp.
+func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("agentk", flag.ContinueOnError)
+	cli.SetUsage(fs, usage)
+	var cfg Config
+	fs.StringVar(&cfg.KasAddress, "kas-address", DefaultKasAddress, "kas agent API address")
+	token := fs.String("token", "", "agent token (prefer --token-file: command lines are visible to other users)")
+	tokenFile := fs.String("token-file", "", "file holding the agent token")
+	fs.IntVar(&cfg.Pool.MinIdle, "min-idle", tunclient.DefaultMinIdle, "idle tunnels kept open")
+	fs.IntVar(&cfg.Pool.MaxConnections, "max-connections", tunclient.DefaultMaxConnections, "most tunnels open at once")
+	fs.IntVar(&cfg.Pool.ScaleUpStep, "scale-up-step", tunclient.DefaultScaleUpStep, "tunnels opened at once when idle ones run short")
+	fs.DurationVar(&cfg.Pool.MaxIdleTime, "max-idle-time", tunclient.DefaultMaxIdleTime, "idle time after which tunnels above --min-idle close")
+	fs.IntVar(&cfg.Pool.MaxMessageSize, "max-message-size", tunclient.DefaultMaxMessageSize, "largest proxied message in bytes")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving /metrics, /healthz and /readyz, for example 127.0.0.1:8152; empty disables it")
+	fs.BoolVar(&cfg.NoDemo, "no-demo", false, "do not serve the built-in demo service")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := cli.Parse(fs, args, stdout); err != nil {
+		return Config{}, err
+	}
+	var errs []error
+	switch {
+	case *token != "" && *tokenFile != "":
+		errs = append(errs, errors.New("give --token or --token-file, not both"))
+	case *tokenFile != "":
+		t, err := cli.ReadSecretFile(*tokenFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--token-file: %w", err))
+		}
+		cfg.Token = t
+	case *token != "":
+		cfg.Token = *token
+	default:
+		errs = append(errs, errors.New("no agent token: give --token or --token-file"))
+	}
+	if cfg.KasAddress == "" {
+		errs = append(errs, errors.New("--kas-address must not be empty"))
+	}
+	positive := func(name string, v int) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %d", name, v))
+		}
+	}
+	positive("min-idle", cfg.Pool.MinIdle)
+	positive("max-connections", cfg.Pool.MaxConnections)
+	positive("scale-up-step", cfg.Pool.ScaleUpStep)
+	positive("max-message-size", cfg.Pool.MaxMessageSize)
+	if cfg.Pool.MinIdle > cfg.Pool.MaxConnections {
+		errs = append(errs, fmt.Errorf("--min-idle (%d) must not exceed --max-connections (%d)", cfg.Pool.MinIdle, cfg.Pool.MaxConnections))
+	}
+	if cfg.Pool.MaxIdleTime <= 0 {
+		errs = append(errs, fmt.Errorf("--max-idle-time must be positive, got %s", cfg.Pool.MaxIdleTime))
+	}
+	log, err := cli.NewLogger(logOut, *logLevel)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return Config{}, cli.UsageError{Err: errors.Join(errs...)}
+	}
+	cfg.Log = log
+	return cfg, nil
+}

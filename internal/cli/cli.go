@@ -1,0 +1,110 @@
+// Package cli holds what the three binaries share: flag parsing that ends in one clear line, repeatable
+// and file-backed flag values, logging setup, and running until SIGINT or SIGTERM.
+//
+// It never calls os.Exit itself except in Main, so that everything else is testable.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// UsageError is a problem with the command line: the process exits with code 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError.
+func Usagef(format string, args ...any) error {
+	return UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// ErrHelp means the user asked for help, which was printed: exit 0.
+var ErrHelp = flag.ErrHelp
+
+// Parse parses args. Errors come back as a one-line UsageError; -h/--help prints the usage to out and
+// returns ErrHelp.
+func Parse(fs *flag.FlagSet, args []string, out io.Writer) error {
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.Usage()
+			return ErrHelp
+		}
+		return UsageError{Err: err}
+	}
+	if fs.NArg() > 0 {
+		return Usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// SetUsage gives fs a usage text: the summary, then every flag with its default.
+func SetUsage(fs *flag.FlagSet, summary string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintln(w, strings.TrimSpace(summary))
+		fmt.Fprintln(w, "\nFlags:")
+		fs.PrintDefaults()
+	}
+}
+
+// Main runs run with a context cancelled by SIGINT or SIGTERM and exits: 0 on success or help, 2 on a
+// usage error, 1 on any other error. The error is printed as one line prefixed with the program name.
+func Main(name string, run func(ctx context.Context, args []string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(ExitCode(name, err, os.Stderr))
+}
+
+// ExitCode prints err for the user and returns the exit code it deserves.
+func ExitCode(name string, err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, ErrHelp):
+		return 0
+	case errors.As(err, new(UsageError)):
+		fmt.Fprintf(stderr, "%s: %v (run '%s --help' for usage)\n", name, oneLine(err), name)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "%s: %v\n", name, oneLine(err))
+		return 1
+	}
+}
+
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// NewLogger returns a text logger on w at level ("debug", "info", "warn", "error").
+func NewLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, Usagef("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// ReadSecretFile reads a file holding one secret, without surrounding whitespace. An empty file is an
+// error: an empty secret would silently authenticate nothing or everything.
+func ReadSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return s, nil
+}
