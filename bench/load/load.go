@@ -1,0 +1,130 @@
+// Package load holds the load generators of the harness: each drives a Call function and records every
+// call's latency in a real histogram, its outcome by gRPC code, and the bytes it moved.
+//
+// Generators never share state between runs and never hide queueing: an open loop measures from the
+// scheduled send time.
+package load
+
+import (
+	"context"
+	"runtime"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Call makes one call and returns the payload bytes it moved (sent plus received).
+type Call func(ctx context.Context) (bytes int, err error)
+
+// NewCall returns the Call one worker uses; a worker may keep state in it (an open stream, say). The
+// context a generator passes to calls ends with the run.
+type NewCall func() Call
+
+// Generator drives calls and reports what happened.
+type Generator interface {
+	Run(ctx context.Context, newCall NewCall) (*Result, error)
+}
+
+// Histogram bounds: 1 µs to 5 min at 3 significant digits, so any recorded value is within 0.1%.
+const (
+	histMin    = 1
+	histMax    = int64(5 * time.Minute / time.Microsecond)
+	histDigits = 3
+)
+
+// NewHistogram returns an empty latency histogram in microseconds.
+func NewHistogram() *hdrhistogram.Histogram {
+	return hdrhistogram.New(histMin, histMax, histDigits)
+}
+
+// Result is what one run measured.
+type Result struct {
+	Calls   int64
+	Errors  int64
+	ByCode  map[codes.Code]int64
+	Bytes   int64
+	Elapsed time.Duration
+	// Latency in microseconds, of successful and failed calls alike.
+	Latency *hdrhistogram.Histogram
+	// AllocsPerCall counts every heap allocation in the process during the timed run (caller, kas and
+	// agent alike) divided by the calls.
+	AllocsPerCall float64
+	// Offered is the rate the generator tried to send at (open loop); zero for a closed loop.
+	Offered float64
+}
+
+// CallsPerSecond is the achieved rate.
+func (r *Result) CallsPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Calls) / r.Elapsed.Seconds()
+}
+
+// BytesPerSecond is the payload throughput.
+func (r *Result) BytesPerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Bytes) / r.Elapsed.Seconds()
+}
+
+// Quantile returns the latency at q (0..100) in microseconds.
+func (r *Result) Quantile(q float64) int64 {
+	return r.Latency.ValueAtQuantile(q)
+}
+
+// recorder is one worker's share of a result; workers merge theirs at the end, so the hot path takes no
+// lock.
+type recorder struct {
+	calls, errors, bytes int64
+	byCode               map[codes.Code]int64
+	hist                 *hdrhistogram.Histogram
+}
+
+func newRecorder() *recorder {
+	return &recorder{byCode: map[codes.Code]int64{}, hist: NewHistogram()}
+}
+
+func (r *recorder) record(d time.Duration, n int, err error) {
+	r.calls++
+	r.bytes += int64(n)
+	code := status.Code(err)
+	r.byCode[code]++
+	if err != nil {
+		r.errors++
+	}
+	us := d.Microseconds()
+	if us < histMin {
+		us = histMin
+	}
+	if us > histMax {
+		us = histMax
+	}
+	_ = r.hist.RecordValue(us)
+}
+
+func merge(rs []*recorder, elapsed time.Duration, mallocs uint64) *Result {
+	res := &Result{ByCode: map[codes.Code]int64{}, Latency: NewHistogram(), Elapsed: elapsed}
+	for _, r := range rs {
+		res.Calls += r.calls
+		res.Errors += r.errors
+		res.Bytes += r.bytes
+		for c, n := range r.byCode {
+			res.ByCode[c] += n
+		}
+		res.Latency.Merge(r.hist)
+	}
+	if res.Calls > 0 {
+		res.AllocsPerCall = float64(mallocs) / float64(res.Calls)
+	}
+	return res
+}
+
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"math"
+
+	"github.com/tunnelbench/tunnelbench/core/metrics"
+)
+
+// routingSnapshot is the routing histogram and timeout counter of some kas instances at one moment.
+type routingSnapshot struct {
+	// bounds are the buckets' upper bounds in seconds (+Inf last); counts are cumulative.
+	bounds   []float64
+	counts   []uint64
+	timeouts float64
+}
+
+// snapshotRouting reads the successful-routing histogram and the timeout counter, summed over providers.
+func snapshotRouting(providers []*metrics.Provider) routingSnapshot {
+	var s routingSnapshot
+	for _, p := range providers {
+		fams, err := p.Registry().Gather()
+		if err != nil {
+			continue
+		}
+		for _, f := range fams {
+			switch f.GetName() {
+			case "tunnel_routing_timeout_total":
+				for _, m := range f.GetMetric() {
+					s.timeouts += m.GetCounter().GetValue()
+				}
+			case "tunnel_routing_duration_seconds":
+				for _, m := range f.GetMetric() {
+					if !hasLabel(m.GetLabel(), "status", "success") {
+						continue
+					}
+					bs := m.GetHistogram().GetBucket()
+					if s.bounds == nil {
+						for _, b := range bs {
+							s.bounds = append(s.bounds, b.GetUpperBound())
+						}
+						s.bounds = append(s.bounds, math.Inf(1))
+						s.counts = make([]uint64, len(s.bounds))
+					}
+					for i, b := range bs {
+						if i < len(s.counts)-1 {
+							s.counts[i] += b.GetCumulativeCount()
+						}
+					}
+					s.counts[len(s.counts)-1] += m.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	return s
+}
+
+type labelPair interface {
+	GetName() string
+	GetValue() string
+}
+
+func hasLabel[L labelPair](ls []L, name, value string) bool {
+	for _, l := range ls {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+// routingBetween is what happened between two snapshots.
+func routingBetween(before, after routingSnapshot) *Routing {
+	r := &Routing{Timeouts: int64(after.timeouts - before.timeouts)}
+	if after.bounds == nil {
+		return r
+	}
+	delta := make([]uint64, len(after.counts))
+	for i := range delta {
+		delta[i] = after.counts[i]
+		if before.counts != nil {
+			delta[i] -= before.counts[i]
+		}
+	}
+	r.P50us = bucketQuantile(0.50, after.bounds, delta) * 1e6
+	r.P99us = bucketQuantile(0.99, after.bounds, delta) * 1e6
+	return r
+}
+
+// bucketQuantile estimates quantile q from cumulative bucket counts as Prometheus's histogram_quantile
+// does: linear interpolation inside the bucket that holds the rank. Buckets are coarse (×4 apart), so
+// this is an estimate, reported as such.
+func bucketQuantile(q float64, bounds []float64, cumulative []uint64) float64 {
+	total := cumulative[len(cumulative)-1]
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	lower, prev := 0.0, uint64(0)
+	for i, c := range cumulative {
+		if float64(c) >= rank {
+			upper := bounds[i]
+			if math.IsInf(upper, 1) {
+				return lower
+			}
+			in := c - prev
+			if in == 0 {
+				return upper
+			}
+			return lower + (upper-lower)*(rank-float64(prev))/float64(in)
+		}
+		lower, prev = bounds[i], c
+	}
+	return lower
+}

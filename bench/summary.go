@@ -1,0 +1,123 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// SummarySchema names the format of summary.json. Scripts depend on it: change it only with a new version.
+const SummarySchema = "tunnelbench/bench/v1"
+
+// Summary is summary.json.
+type Summary struct {
+	Schema string        `json:"schema"`
+	Env    Env           `json:"env"`
+	Cases  []CaseResult  `json:"cases"`
+	Scale  []ScaleResult `json:"scale"`
+}
+
+// Env records what the run ran on, so that figures are never read without their machine.
+type Env struct {
+	Go         string    `json:"go"`
+	GRPC       string    `json:"grpc"`
+	CPUs       int       `json:"cpus"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	OS         string    `json:"os"`
+	Arch       string    `json:"arch"`
+	CPUModel   string    `json:"cpu_model,omitempty"`
+	GitCommit  string    `json:"git_commit"`
+	StartedAt  time.Time `json:"started_at"`
+	Quick      bool      `json:"quick,omitempty"`
+	Target     string    `json:"target,omitempty"`
+}
+
+// Latency percentiles in microseconds.
+type Latency struct {
+	P50  int64 `json:"p50"`
+	P90  int64 `json:"p90"`
+	P99  int64 `json:"p99"`
+	P999 int64 `json:"p999"`
+	Max  int64 `json:"max"`
+}
+
+// Routing is what the routing kas recorded during a case.
+type Routing struct {
+	P50us    float64 `json:"p50_us"`
+	P99us    float64 `json:"p99_us"`
+	Timeouts int64   `json:"timeouts"`
+}
+
+// Ratio compares a tunneled case with its direct pair: tunnel / direct.
+type Ratio struct {
+	P50         float64 `json:"p50"`
+	P99         float64 `json:"p99"`
+	CallsPerSec float64 `json:"calls_per_s"`
+	BytesPerSec float64 `json:"bytes_per_s"`
+}
+
+// CaseResult is one case of the matrix.
+type CaseResult struct {
+	Name          string           `json:"name"`
+	Path          string           `json:"path"`
+	Shape         string           `json:"shape"`
+	PayloadBytes  int              `json:"payload_bytes"`
+	Concurrency   int              `json:"concurrency"`
+	Mode          string           `json:"mode"`
+	Calls         int64            `json:"calls"`
+	Errors        int64            `json:"errors"`
+	ErrorsByCode  map[string]int64 `json:"errors_by_code,omitempty"`
+	CallsPerSec   float64          `json:"calls_per_s"`
+	BytesPerSec   float64          `json:"bytes_per_s"`
+	OfferedPerSec float64          `json:"offered_per_s,omitempty"`
+	Latency       Latency          `json:"latency_us"`
+	AllocsPerCall float64          `json:"allocs_per_call"`
+	Routing       *Routing         `json:"routing"`
+	RatioToDirect *Ratio           `json:"ratio_to_direct"`
+	// Pair is the name of the direct case this one is compared with.
+	Pair string `json:"direct_pair,omitempty"`
+}
+
+// ScaleResult is one step of the scale case.
+type ScaleResult struct {
+	Agents                  int     `json:"agents"`
+	Tunnels                 int     `json:"tunnels"`
+	ConnectS                float64 `json:"connect_s"`
+	KasHeapBytesPerTunnel   float64 `json:"kas_heap_bytes_per_tunnel"`
+	KasGoroutinesPerTunnel  float64 `json:"kas_goroutines_per_tunnel"`
+	AgentHeapBytesPerTunnel float64 `json:"agent_heap_bytes_per_tunnel"`
+	AgentHeapBytesPerAgent  float64 `json:"agent_heap_bytes_per_agent"`
+	RoutingP99us            float64 `json:"routing_p99_us"`
+	Calls                   int64   `json:"calls"`
+	Errors                  int64   `json:"errors"`
+}
+
+// WriteJSON writes s to dir/summary.json.
+func (s *Summary) WriteJSON(dir string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
+}
+
+// ReadSummary reads dir/summary.json (or a file path) and checks its schema.
+func ReadSummary(path string) (*Summary, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "summary.json")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var s Summary
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Schema != SummarySchema {
+		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SummarySchema)
+	}
+	return &s, nil
+}

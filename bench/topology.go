@@ -1,0 +1,291 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/tunnelbench/tunnelbench/core/demo"
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+)
+
+// Transport is how agents and callers reach kas in an in-process topology.
+type Transport string
+
+// Transports.
+const (
+	TransportTCP     Transport = "tcp"
+	TransportBufconn Transport = "bufconn"
+)
+
+// Topology defaults.
+const (
+	DefaultTunnelsPerAgent = 2
+	// DefaultMaxMessageSize leaves room for the 1 MiB shapes and their envelopes.
+	DefaultMaxMessageSize = 8 << 20
+)
+
+// TopologyConfig describes an in-process topology.
+type TopologyConfig struct {
+	Kas             int
+	Agents          int
+	TunnelsPerAgent int
+	Transport       Transport
+	FindTimeout     time.Duration
+	// MaxConnectionAge <= 0 disables rotation.
+	MaxConnectionAge time.Duration
+	MaxMessageSize   int
+}
+
+func (c *TopologyConfig) defaults() error {
+	if c.Kas == 0 {
+		c.Kas = 1
+	}
+	if c.Agents == 0 {
+		c.Agents = 1
+	}
+	if c.TunnelsPerAgent == 0 {
+		c.TunnelsPerAgent = DefaultTunnelsPerAgent
+	}
+	if c.Transport == "" {
+		c.Transport = TransportTCP
+	}
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if c.MaxConnectionAge <= 0 {
+		c.MaxConnectionAge = -1
+	}
+	var errs []error
+	if c.Kas < 1 || c.Agents < 0 || c.TunnelsPerAgent < 1 {
+		errs = append(errs, fmt.Errorf("topology needs kas >= 1, agents >= 0, tunnels per agent >= 1; got %d, %d, %d", c.Kas, c.Agents, c.TunnelsPerAgent))
+	}
+	if c.Transport != TransportTCP && c.Transport != TransportBufconn {
+		errs = append(errs, fmt.Errorf("unknown transport %q (want tcp or bufconn)", c.Transport))
+	}
+	return errors.Join(errs...)
+}
+
+// Topology is kas instances, agents serving the demo service, and the same service served directly.
+type Topology struct {
+	cfg     TopologyConfig
+	Kas     []*kas.Server
+	Metrics []*metrics.Provider
+	agents  []*topoAgent
+	public  []*grpc.ClientConn
+	// Direct is a connection to the demo service served without any tunnel, over the same transport.
+	Direct       *grpc.ClientConn
+	directServer *grpc.Server
+	agentDial    []func(context.Context, string) (net.Conn, error)
+	agentAddr    []string
+}
+
+type topoAgent struct {
+	id    int64
+	conn  *grpc.ClientConn
+	agent *tunclient.Agent
+}
+
+// AgentToken is the token of agent id in harness topologies.
+func AgentToken(id int64) string { return fmt.Sprintf("bench-agent-%d", id) }
+
+// StartTopology starts everything and waits until every agent has its idle tunnels.
+func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	t := &Topology{cfg: cfg}
+	defer func() {
+		if err != nil {
+			t.Close(context.Background())
+		}
+	}()
+	tokens := make(map[string]int64, cfg.Agents)
+	for id := int64(1); id <= int64(cfg.Agents); id++ {
+		tokens[AgentToken(id)] = id
+	}
+	auth, err := tunserver.NewStaticTokens(tokens)
+	if err != nil {
+		return nil, err
+	}
+	for range cfg.Kas {
+		mp, err := metrics.New()
+		if err != nil {
+			return nil, err
+		}
+		kc := kas.Config{
+			Authenticator:    auth,
+			FindTimeout:      cfg.FindTimeout,
+			MaxConnectionAge: cfg.MaxConnectionAge,
+			MaxMessageSize:   cfg.MaxMessageSize,
+			Metrics:          mp,
+		}
+		var apiDial func(context.Context, string) (net.Conn, error)
+		switch cfg.Transport {
+		case TransportTCP:
+			kc.AgentListen, kc.APIListen = "127.0.0.1:0", "127.0.0.1:0"
+		case TransportBufconn:
+			al, pl := grpctool.NewInMemoryListener(), grpctool.NewInMemoryListener()
+			kc.AgentListener, kc.APIListener = al, pl
+			t.agentDial = append(t.agentDial, func(ctx context.Context, _ string) (net.Conn, error) { return al.DialContext(ctx) })
+			apiDial = func(ctx context.Context, _ string) (net.Conn, error) { return pl.DialContext(ctx) }
+		}
+		k, err := kas.New(kc)
+		if err != nil {
+			return nil, err
+		}
+		if err := k.Start(); err != nil {
+			return nil, err
+		}
+		t.Kas = append(t.Kas, k)
+		t.Metrics = append(t.Metrics, mp)
+		pub, err := dialCaller(k.Addrs().API, apiDial, cfg.MaxMessageSize)
+		if err != nil {
+			return nil, err
+		}
+		t.public = append(t.public, pub)
+		if cfg.Transport == TransportTCP {
+			t.agentAddr = append(t.agentAddr, k.Addrs().Agent.String())
+		}
+	}
+	if err := t.startDirect(); err != nil {
+		return nil, err
+	}
+	for id := int64(1); id <= int64(cfg.Agents); id++ {
+		if err := t.startAgent(id, 0); err != nil {
+			return nil, err
+		}
+	}
+	want := int64(cfg.Agents * cfg.TunnelsPerAgent)
+	if err := waitFor(ctx, 2*time.Minute, func() bool { return t.Kas[0].Registry().Stats().IdleTunnels >= want }); err != nil {
+		return nil, fmt.Errorf("agents did not connect: %d of %d idle tunnels: %w", t.Kas[0].Registry().Stats().IdleTunnels, want, err)
+	}
+	return t, nil
+}
+
+func dialCaller(addr net.Addr, dial func(context.Context, string) (net.Conn, error), maxMsg int) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
+	}
+	target := "passthrough:in-memory"
+	if dial != nil {
+		opts = append(opts, grpc.WithContextDialer(dial))
+	} else {
+		target = addr.String()
+	}
+	return grpc.NewClient(target, opts...)
+}
+
+func (t *Topology) startDirect() error {
+	t.directServer = grpc.NewServer(grpc.MaxRecvMsgSize(t.cfg.MaxMessageSize), grpc.MaxSendMsgSize(t.cfg.MaxMessageSize))
+	demo.Register(t.directServer)
+	var (
+		l    net.Listener
+		dial func(context.Context, string) (net.Conn, error)
+	)
+	switch t.cfg.Transport {
+	case TransportBufconn:
+		ml := grpctool.NewInMemoryListener()
+		l, dial = ml, func(ctx context.Context, _ string) (net.Conn, error) { return ml.DialContext(ctx) }
+	default:
+		var err error
+		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+	}
+	go func() { _ = t.directServer.Serve(l) }()
+	conn, err := dialCaller(l.Addr(), dial, t.cfg.MaxMessageSize)
+	if err != nil {
+		return err
+	}
+	t.Direct = conn
+	return nil
+}
+
+func (t *Topology) startAgent(id int64, kasIndex int) error {
+	var opts []grpc.DialOption
+	target := "passthrough:in-memory"
+	if t.cfg.Transport == TransportBufconn {
+		opts = append(opts, grpc.WithContextDialer(t.agentDial[kasIndex]))
+	} else {
+		target = t.agentAddr[kasIndex]
+	}
+	conn, err := tunclient.DialKas(target, AgentToken(id), opts...)
+	if err != nil {
+		return err
+	}
+	a, err := tunclient.New(tunclient.Config{
+		KasConn:        conn,
+		MinIdle:        t.cfg.TunnelsPerAgent,
+		MaxConnections: max(tunclient.DefaultMaxConnections, t.cfg.TunnelsPerAgent),
+		MaxMessageSize: t.cfg.MaxMessageSize,
+	})
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	demo.Register(a)
+	if err := a.Start(); err != nil {
+		_ = conn.Close()
+		return err
+	}
+	t.agents = append(t.agents, &topoAgent{id: id, conn: conn, agent: a})
+	return nil
+}
+
+// Tunnel is a connection that reaches agents through kas i: in process (internal API) or over the
+// public API.
+func (t *Topology) Tunnel(i int, public bool) grpc.ClientConnInterface {
+	if public {
+		return t.public[i]
+	}
+	return t.Kas[i].InternalConn()
+}
+
+// Close stops agents, kas instances and the direct server. ctx bounds the graceful part.
+func (t *Topology) Close(ctx context.Context) {
+	for _, a := range t.agents {
+		a.agent.Stop(ctx)
+		_ = a.conn.Close()
+	}
+	for _, c := range t.public {
+		_ = c.Close()
+	}
+	for _, k := range t.Kas {
+		k.Shutdown(ctx)
+	}
+	for _, mp := range t.Metrics {
+		_ = mp.Shutdown(context.Background())
+	}
+	if t.Direct != nil {
+		_ = t.Direct.Close()
+	}
+	if t.directServer != nil {
+		t.directServer.Stop()
+	}
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}

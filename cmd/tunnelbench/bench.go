@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
+)
+
+const benchUsage = `
+tunnelbench bench runs every case of the matrix twice or more: directly against the demo service and
+through the tunnel, in the same run, and reports each tunneled case as a ratio to its direct pair.
+It starts an in-process topology (kas and agents on loopback); nothing external is needed.
+
+Results: OUT/summary.json (schema tunnelbench/bench/v1) and OUT/report.md.
+
+Usage: tunnelbench bench [flags]
+`
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tunnelbench bench", flag.ContinueOnError)
+	cli.SetUsage(fs, benchUsage)
+	out := fs.String("out", filepath.Join("results", "latest"), "directory for summary.json and report.md")
+	quick := fs.Bool("quick", false, "the headline cases only, shorter (under a minute on 2 cores)")
+	cases := fs.String("cases", "", "run only cases whose name matches this regular expression (direct pairs are kept)")
+	paths := fs.String("paths", "", "comma-separated paths (direct, tunnel, tunnel-public); default all")
+	shapes := fs.String("shapes", "", "comma-separated shapes such as unary-64B,unary-1MiB,server-stream-64KiB,bidi-1KiB,client-stream-1KiB,sleep")
+	conc := fs.String("concurrency", "", "comma-separated concurrency levels, for example 1,16,64")
+	warmup := fs.Duration("warmup", 0, "warm-up per case (default 1s, 300ms with --quick)")
+	duration := fs.Duration("duration", 0, "timed run per case (default 4s, 1s with --quick)")
+	transport := fs.String("transport", string(bench.TransportTCP), "how callers and agents reach kas: tcp or bufconn")
+	if err := cli.Parse(fs, args, stdout); err != nil {
+		return err
+	}
+	opts := bench.Options{
+		Matrix:   bench.DefaultMatrix(),
+		Warmup:   bench.DefaultWarmup,
+		Duration: bench.DefaultDuration,
+		Topology: bench.TopologyConfig{Transport: bench.Transport(*transport)},
+	}
+	if *quick {
+		opts.Matrix = bench.QuickMatrix()
+		opts.Warmup, opts.Duration = 300*time.Millisecond, time.Second
+	}
+	var errs []error
+	if *paths != "" {
+		opts.Matrix.Paths = nil
+		for _, s := range split(*paths) {
+			p, err := bench.ParsePath(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--paths: %w", err))
+				continue
+			}
+			opts.Matrix.Paths = append(opts.Matrix.Paths, p)
+		}
+	}
+	if *shapes != "" {
+		opts.Matrix.Shapes = nil
+		for _, s := range split(*shapes) {
+			sp, err := bench.ParseShapeSpec(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--shapes: %w", err))
+				continue
+			}
+			opts.Matrix.Shapes = append(opts.Matrix.Shapes, sp)
+		}
+	}
+	if *conc != "" {
+		opts.Matrix.Concurrency = nil
+		for _, s := range split(*conc) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 10000 {
+				errs = append(errs, fmt.Errorf("--concurrency: %q is not a number between 1 and 10000", s))
+				continue
+			}
+			opts.Matrix.Concurrency = append(opts.Matrix.Concurrency, n)
+		}
+	}
+	if *cases != "" {
+		re, err := regexp.Compile(*cases)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--cases: %w", err))
+		}
+		opts.Matrix.Filter = re
+	}
+	if *warmup > 0 {
+		opts.Warmup = *warmup
+	}
+	if *duration > 0 {
+		opts.Duration = *duration
+	}
+	if *warmup < 0 || *duration < 0 {
+		errs = append(errs, errors.New("--warmup and --duration must not be negative"))
+	}
+	if t := bench.Transport(*transport); t != bench.TransportTCP && t != bench.TransportBufconn {
+		errs = append(errs, fmt.Errorf("--transport %q: want tcp or bufconn", *transport))
+	}
+	if len(errs) > 0 {
+		return cli.UsageError{Err: errors.Join(errs...)}
+	}
+	if len(opts.Matrix.Groups()) == 0 {
+		return cli.Usagef("no case matches --cases %q", *cases)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", *out, err)
+	}
+	opts.Progress = progressPrinter(stderr)
+	sum, err := bench.Run(ctx, opts)
+	if sum != nil && len(sum.Cases) > 0 {
+		if werr := write(*out, sum); werr != nil {
+			return werr
+		}
+		fmt.Fprintln(stdout)
+		if terr := bench.WriteTable(stdout, sum); terr != nil {
+			return terr
+		}
+		fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(*out, "summary.json"), filepath.Join(*out, "report.md"))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted; the cases that finished are in %s", *out)
+		}
+		return err
+	}
+	return nil
+}
+
+func write(dir string, sum *bench.Summary) error {
+	if err := sum.WriteJSON(dir); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.md"))
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteMarkdown(f, sum); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// progressPrinter shows the current case, how far the run is and about how long is left.
+func progressPrinter(w io.Writer) func(bench.Progress) {
+	return func(p bench.Progress) {
+		if p.Case == "" {
+			fmt.Fprintf(w, "[%d/%d] done\n", p.Done, p.Total)
+			return
+		}
+		width := 20
+		filled := width * p.Done / max(p.Total, 1)
+		fmt.Fprintf(w, "[%s%s] %d/%d %-32s ~%s left\n", strings.Repeat("#", filled), strings.Repeat(".", width-filled),
+			p.Done+1, p.Total, p.Case, p.Left.Round(time.Second))
+	}
+}

@@ -1,0 +1,43 @@
+// Command tunnelbench is the benchmark and chaos harness of the tunnel. It is a thin shell over the
+// bench package; run 'tunnelbench help' for its commands.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/tunnelbench/tunnelbench/internal/cli"
+)
+
+const usage = `tunnelbench measures what the reverse gRPC tunnel costs and how it behaves.
+
+Usage:
+  tunnelbench bench [flags]    run the benchmark matrix (tunnel vs direct gRPC) and write results
+  tunnelbench help             show this help
+
+Run 'tunnelbench COMMAND --help' for a command's flags.
+`
+
+func main() {
+	cli.Main("tunnelbench", func(ctx context.Context, args []string) error {
+		return run(ctx, args, os.Stdout, os.Stderr)
+	})
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return cli.Usagef("missing command")
+	}
+	switch args[0] {
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return cli.Usagef("unknown command %q", args[0])
+	}
+}
