@@ -15,8 +15,9 @@ test:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
 	$(GO) test -race -timeout 15m ./...
 
-bench: 
-	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m ./bench/
+# The benchmark matrix on an in-process topology; results in results/latest.
+bench:
+	$(GO) run ./cmd/tunnelbench bench --out results/latest
 
 # Regenerates the protobuf code with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc; see buf.gen.yaml).
 generate:

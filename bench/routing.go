@@ -68,21 +68,43 @@ func hasLabel[L labelPair](ls []L, name, value string) bool {
 	return false
 }
 
-// routingBetween is what happened between two snapshots.
-func routingBetween(before, after routingSnapshot) *Routing {
-	r := &Routing{Timeouts: int64(after.timeouts - before.timeouts)}
+// routingAcc adds up the routing histogram over several intervals.
+type routingAcc struct {
+	bounds   []float64
+	counts   []uint64
+	timeouts float64
+}
+
+// addRouting adds what happened between two snapshots to acc (nil starts a new one).
+func addRouting(acc *routingAcc, before, after routingSnapshot) *routingAcc {
+	if acc == nil {
+		acc = &routingAcc{}
+	}
+	acc.timeouts += after.timeouts - before.timeouts
 	if after.bounds == nil {
-		return r
+		return acc
 	}
-	delta := make([]uint64, len(after.counts))
-	for i := range delta {
-		delta[i] = after.counts[i]
+	if acc.counts == nil {
+		acc.bounds = after.bounds
+		acc.counts = make([]uint64, len(after.counts))
+	}
+	for i := range after.counts {
+		d := after.counts[i]
 		if before.counts != nil {
-			delta[i] -= before.counts[i]
+			d -= before.counts[i]
 		}
+		acc.counts[i] += d
 	}
-	r.P50us = bucketQuantile(0.50, after.bounds, delta) * 1e6
-	r.P99us = bucketQuantile(0.99, after.bounds, delta) * 1e6
+	return acc
+}
+
+// finish turns the accumulated histogram into the reported figures.
+func (a *routingAcc) finish() *Routing {
+	r := &Routing{Timeouts: int64(a.timeouts)}
+	if a.counts != nil {
+		r.P50us = bucketQuantile(0.50, a.bounds, a.counts) * 1e6
+		r.P99us = bucketQuantile(0.99, a.bounds, a.counts) * 1e6
+	}
 	return r
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
@@ -17,6 +16,9 @@ import (
 const (
 	DefaultWarmup   = time.Second
 	DefaultDuration = 4 * time.Second
+	// DefaultRounds: the paths of a group take turns, this many times each, so that a tunneled case and
+	// its direct pair see the same machine noise.
+	DefaultRounds = 4
 )
 
 // Options configure a run.
@@ -24,6 +26,8 @@ type Options struct {
 	Matrix   Matrix
 	Warmup   time.Duration
 	Duration time.Duration
+	// Rounds splits each case's duration into turns taken in rotation with the other paths of its group.
+	Rounds   int
 	Topology TopologyConfig
 	// Progress, when set, is told about each case as it starts.
 	Progress func(Progress)
@@ -61,30 +65,31 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	for _, g := range groups {
 		total += len(g.Paths)
 	}
+	rounds := max(opts.Rounds, 1)
 	perCase := opts.Warmup + opts.Duration
 	done := 0
 	for _, g := range groups {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		if opts.Progress != nil {
+			opts.Progress(Progress{Done: done, Total: total, Case: groupName(g), Left: time.Duration(total-done) * perCase})
+		}
+		results, err := runGroup(ctx, topo, g, opts, rounds)
+		if err != nil {
+			return sum, err
+		}
 		var direct *CaseResult
-		for _, c := range g.Cases() {
-			if err := ctx.Err(); err != nil {
-				return sum, err
-			}
-			if opts.Progress != nil {
-				opts.Progress(Progress{Done: done, Total: total, Case: c.Name(), Left: time.Duration(total-done) * perCase})
-			}
-			res, err := runCase(ctx, topo, c, opts)
-			if err != nil {
-				return sum, fmt.Errorf("%s: %w", c.Name(), err)
-			}
-			if c.Path == PathDirect {
+		for _, res := range results {
+			if res.Path == string(PathDirect) {
 				direct = res
 			} else if direct != nil {
 				res.Pair = direct.Name
 				res.RatioToDirect = ratio(res, direct)
 			}
 			sum.Cases = append(sum.Cases, *res)
-			done++
 		}
+		done += len(g.Paths)
 	}
 	if opts.Progress != nil {
 		opts.Progress(Progress{Done: total, Total: total})
@@ -92,30 +97,73 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	return sum, nil
 }
 
-func runCase(ctx context.Context, topo *Topology, c Case, opts Options) (*CaseResult, error) {
-	var conn grpc.ClientConnInterface
-	meta := func(ctx context.Context) context.Context { return ctx }
+func groupName(g Group) string {
+	return fmt.Sprintf("%s/c%d", g.Spec, g.Concurrency)
+}
+
+// runGroup runs a group's paths in turns: warm-up for each, then rounds × (each path for its share of
+// the duration), so that pairs share the machine's conditions.
+func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds int) ([]*CaseResult, error) {
+	cases := g.Cases()
+	calls := make([]load.NewCall, len(cases))
+	for i, c := range cases {
+		nc, err := caseCall(topo, c)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", c.Name(), err)
+		}
+		calls[i] = nc
+	}
+	if opts.Warmup > 0 {
+		for i := range cases {
+			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: opts.Warmup}
+			if _, err := gen.Run(ctx, calls[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	merged := make([]*load.Result, len(cases))
+	routing := make([]*routingAcc, len(cases))
+	slice := opts.Duration / time.Duration(rounds)
+	for range rounds {
+		for i, c := range cases {
+			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: slice}
+			before := snapshotRouting(topo.Metrics)
+			res, err := gen.Run(ctx, calls[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c.Name(), err)
+			}
+			if c.Path != PathDirect {
+				routing[i] = addRouting(routing[i], before, snapshotRouting(topo.Metrics))
+			}
+			if merged[i] == nil {
+				merged[i] = res
+			} else {
+				merged[i].Add(res)
+			}
+		}
+	}
+	out := make([]*CaseResult, len(cases))
+	for i, c := range cases {
+		out[i] = caseResult(c, "closed", merged[i])
+		if routing[i] != nil {
+			out[i].Routing = routing[i].finish()
+		}
+	}
+	return out, nil
+}
+
+// caseCall is the call factory of a case: its shape on its path.
+func caseCall(topo *Topology, c Case) (load.NewCall, error) {
 	switch c.Path {
 	case PathDirect:
-		conn = topo.Direct
+		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
 	case PathTunnel, PathTunnelPublic:
-		conn = topo.Tunnel(0, c.Path == PathTunnelPublic)
 		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
-		meta = func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
+		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
+		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Tunnel(0, c.Path == PathTunnelPublic), meta), nil
 	default:
 		return nil, fmt.Errorf("path %s is not available in this topology", c.Path)
 	}
-	gen := load.ClosedLoop{Workers: c.Concurrency, Warmup: opts.Warmup, Duration: opts.Duration}
-	before := snapshotRouting(topo.Metrics)
-	res, err := gen.Run(ctx, newCall(c.Spec.Shape, c.Spec.Payload, conn, meta))
-	if err != nil {
-		return nil, err
-	}
-	cr := caseResult(c, "closed", res)
-	if c.Path != PathDirect {
-		cr.Routing = routingBetween(before, snapshotRouting(topo.Metrics))
-	}
-	return cr, nil
 }
 
 func caseResult(c Case, mode string, r *load.Result) *CaseResult {

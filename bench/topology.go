@@ -236,6 +236,7 @@ func (t *Topology) startAgent(id int64, kasIndex int) error {
 	}
 	demo.Register(a)
 	if err := a.Start(); err != nil {
+		a.Stop(context.Background())
 		_ = conn.Close()
 		return err
 	}

@@ -128,3 +128,23 @@ func mallocs() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.Mallocs
 }
+
+// Add folds another run of the same case into r: counts and histograms add up, rates are recomputed
+// over the summed elapsed time.
+func (r *Result) Add(o *Result) {
+	allocs := r.AllocsPerCall*float64(r.Calls) + o.AllocsPerCall*float64(o.Calls)
+	r.Calls += o.Calls
+	r.Errors += o.Errors
+	r.Bytes += o.Bytes
+	r.Elapsed += o.Elapsed
+	for c, n := range o.ByCode {
+		if r.ByCode == nil {
+			r.ByCode = map[codes.Code]int64{}
+		}
+		r.ByCode[c] += n
+	}
+	r.Latency.Merge(o.Latency)
+	if r.Calls > 0 {
+		r.AllocsPerCall = allocs / float64(r.Calls)
+	}
+}

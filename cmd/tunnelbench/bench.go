@@ -38,6 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	conc := fs.String("concurrency", "", "comma-separated concurrency levels, for example 1,16,64")
 	warmup := fs.Duration("warmup", 0, "warm-up per case (default 1s, 300ms with --quick)")
 	duration := fs.Duration("duration", 0, "timed run per case (default 4s, 1s with --quick)")
+	rounds := fs.Int("rounds", bench.DefaultRounds, "turns per case: the paths of a group alternate this many times so that pairs see the same noise")
 	transport := fs.String("transport", string(bench.TransportTCP), "how callers and agents reach kas: tcp or bufconn")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
@@ -46,6 +47,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Matrix:   bench.DefaultMatrix(),
 		Warmup:   bench.DefaultWarmup,
 		Duration: bench.DefaultDuration,
+		Rounds:   bench.DefaultRounds,
 		Topology: bench.TopologyConfig{Transport: bench.Transport(*transport)},
 	}
 	if *quick {
@@ -99,6 +101,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *duration > 0 {
 		opts.Duration = *duration
 	}
+	if *rounds < 1 || *rounds > 100 {
+		errs = append(errs, fmt.Errorf("--rounds must be between 1 and 100, got %d", *rounds))
+	}
+	opts.Rounds = *rounds
 	if *warmup < 0 || *duration < 0 {
 		errs = append(errs, errors.New("--warmup and --duration must not be negative"))
 	}

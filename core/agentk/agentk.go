@@ -90,6 +90,7 @@ func (k *Agentk) Start() error {
 	if k.cfg.MetricsListen != "" {
 		l, err := net.Listen("tcp", k.cfg.MetricsListen)
 		if err != nil {
+			k.agent.Stop(context.Background())
 			return fmt.Errorf("listen on %s: %w", k.cfg.MetricsListen, err)
 		}
 		k.lis = l
@@ -111,6 +112,7 @@ func (k *Agentk) Start() error {
 		}()
 	}
 	if err := k.agent.Start(); err != nil {
+		k.agent.Stop(context.Background())
 		k.stopHTTP()
 		return err
 	}

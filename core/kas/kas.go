@@ -125,14 +125,13 @@ type Server struct {
 	registry *tunserver.Registry
 	router   *tunserver.Router
 
-	agentServer    *grpc.Server
-	apiServer      *grpc.Server
-	internalServer *grpc.Server
-	privateServer  *grpc.Server
-	httpServer     *http.Server
+	agentServer   *grpc.Server
+	apiServer     *grpc.Server
+	privateServer *grpc.Server
+	httpServer    *http.Server
 
-	internalListener *grpctool.InMemoryListener
-	internalConn     *grpc.ClientConn
+	// internalConn is how callers in this process reach the router: in process, without HTTP/2.
+	internalConn *grpctool.InProcessConn
 
 	listeners struct {
 		agent, api, private, metrics net.Listener
@@ -164,19 +163,16 @@ func New(cfg Config) (*Server, error) {
 	routedMax := cfg.MaxMessageSize
 	envelopeMax := cfg.MaxMessageSize + envelopeOverhead
 	agentOpts := []grpc.ServerOption{
+		grpctool.RawServerCodec(),
 		grpc.MaxRecvMsgSize(envelopeMax),
 		grpc.MaxSendMsgSize(envelopeMax),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: AgentMinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(agentKeepalive(cfg.MaxConnectionAge)),
+		// Thousands of mostly idle agent connections: no write buffer held per idle connection.
+		grpc.SharedWriteBuffer(true),
 	}
+	agentOpts = append(agentOpts, grpctool.WindowServerOptions()...)
 	s.agentServer = grpc.NewServer(agentOpts...)
-	s.internalListener = grpctool.NewInMemoryListener()
-	var err error
-	s.internalConn, err = grpctool.DialInMemory(s.internalListener, grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(routedMax), grpc.MaxCallSendMsgSize(routedMax)))
-	if err != nil {
-		return nil, fmt.Errorf("dial own internal API: %w", err)
-	}
 
 	// Every method is routable, registered or not: the routing and gateway handlers are also the
 	// servers' unknown service handlers. The servers exist before the router that needs them, hence the
@@ -192,7 +188,7 @@ func New(cfg Config) (*Server, error) {
 			grpc.UnknownServiceHandler(route),
 		)
 	}
-	s.internalServer = routingServer()
+	s.internalConn = grpctool.NewInProcessConn(route)
 	s.apiServer = routingServer()
 	s.privateServer = grpc.NewServer(
 		grpctool.RawServerCodec(),
@@ -200,14 +196,14 @@ func New(cfg Config) (*Server, error) {
 		grpc.MaxSendMsgSize(envelopeMax),
 		grpc.UnknownServiceHandler(gateway),
 	)
+	var err error
 	router, err = tunserver.NewRouter(tunserver.RouterConfig{
-		Registry:       s.registry,
-		Finder:         tunserver.LocalFinder{Registry: s.registry},
-		InternalServer: s.internalServer,
-		PrivateServer:  s.privateServer,
-		FindTimeout:    cfg.FindTimeout,
-		Meter:          meter,
-		Log:            cfg.Log,
+		Registry:      s.registry,
+		Finder:        tunserver.LocalFinder{Registry: s.registry},
+		PrivateServer: s.privateServer,
+		FindTimeout:   cfg.FindTimeout,
+		Meter:         meter,
+		Log:           cfg.Log,
 	})
 	if err != nil {
 		return nil, err
@@ -268,7 +264,6 @@ func (s *Server) Start() error {
 	serve(s.agentServer, s.listeners.agent)
 	serve(s.apiServer, s.listeners.api)
 	serve(s.privateServer, s.listeners.private)
-	serve(s.internalServer, s.internalListener)
 	if s.listeners.metrics != nil {
 		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 		s.serveWG.Add(1)
@@ -331,8 +326,8 @@ func (s *Server) Addrs() Addrs {
 }
 
 // InternalConn is a connection to kas's internal API for callers in the same process: any method called
-// on it with the kas-hop-routing-agent-id metadata is routed to that agent.
-func (s *Server) InternalConn() *grpc.ClientConn {
+// on it with the kas-hop-routing-agent-id metadata is routed to that agent. It needs no closing.
+func (s *Server) InternalConn() grpc.ClientConnInterface {
 	return s.internalConn
 }
 
@@ -361,7 +356,7 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.registry.Stop()
 		graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 		defer cancel()
-		servers := []*grpc.Server{s.apiServer, s.internalServer, s.agentServer, s.privateServer}
+		servers := []*grpc.Server{s.apiServer, s.agentServer, s.privateServer}
 		var wg sync.WaitGroup
 		for _, srv := range servers {
 			wg.Add(1)
@@ -385,8 +380,19 @@ func (s *Server) Shutdown(ctx context.Context) {
 			_ = s.httpServer.Shutdown(graceCtx)
 			_ = s.httpServer.Close()
 		}
-		_ = s.internalConn.Close()
 		s.serveWG.Wait()
+		// In-process calls end with the tunnels they use: the registry stopped and the agent server ended
+		// every stream. Bound the wait anyway, so that shutdown never hangs on a handler.
+		internalDone := make(chan struct{})
+		go func() {
+			s.internalConn.Wait()
+			close(internalDone)
+		}()
+		select {
+		case <-internalDone:
+		case <-time.After(5 * time.Second):
+			s.cfg.Log.Error("in-process calls still running 5s after shutdown")
+		}
 		if s.ownsMP {
 			_ = s.metrics.Shutdown(context.Background())
 		}

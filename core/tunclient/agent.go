@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -125,7 +127,8 @@ type Agent struct {
 	started    bool
 	stopped    bool
 	upstreams  map[string]grpc.ClientConnInterface
-	descriptor *rpc.Descriptor
+	// descriptorMsg is the first message of every tunnel, encoded once.
+	descriptorMsg []byte
 	pool       *pool
 	serveDone  chan struct{}
 }
@@ -136,22 +139,25 @@ func New(cfg Config, serverOpts ...grpc.ServerOption) (*Agent, error) {
 	if err := cfg.applyDefaults(); err != nil {
 		return nil, err
 	}
-	m, err := newAgentMetrics(cfg.Meter)
-	if err != nil {
-		return nil, err
-	}
 	opts := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageSize),
 		grpc.MaxSendMsgSize(cfg.MaxMessageSize),
-	}, serverOpts...)
+		// Every call through a tunnel is a stream on this server: reuse goroutines for them.
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+	}, grpctool.WindowServerOptions()...)
+	opts = append(opts, serverOpts...)
 	a := &Agent{
 		cfg:       cfg,
 		server:    grpc.NewServer(opts...),
 		listener:  grpctool.NewInMemoryListener(),
 		health:    health.NewServer(),
-		metrics:   m,
 		upstreams: make(map[string]grpc.ClientConnInterface),
 	}
+	m, err := newAgentMetrics(cfg.Meter, a.Stats)
+	if err != nil {
+		return nil, err
+	}
+	a.metrics = m
 	healthpb.RegisterHealthServer(a.server, a.health)
 	reflection.Register(a.server)
 	return a, nil
@@ -204,7 +210,12 @@ func (a *Agent) Start() error {
 	for name := range a.upstreams {
 		exposed = append(exposed, name)
 	}
-	a.descriptor = descriptorFor(a.server.GetServiceInfo(), exposed)
+	d := descriptorFor(a.server.GetServiceInfo(), exposed)
+	a.descriptorMsg, err = proto.Marshal(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: d}})
+	if err != nil {
+		_ = local.Close()
+		return fmt.Errorf("encode descriptor: %w", err)
+	}
 	a.serveDone = make(chan struct{})
 	go func() {
 		defer close(a.serveDone)
@@ -217,19 +228,24 @@ func (a *Agent) Start() error {
 
 // Stop withdraws idle tunnels, stops opening new ones and lets calls in flight finish. When ctx ends
 // first, calls still running are cancelled. Stop returns only after every goroutine of the agent ended.
+// An agent that was never started must be stopped too: its server holds goroutines from New on.
 func (a *Agent) Stop(ctx context.Context) {
 	a.mu.Lock()
-	if !a.started || a.stopped {
-		a.stopped = true
+	if a.stopped {
 		a.mu.Unlock()
 		return
 	}
 	a.stopped = true
+	started := a.started
 	a.mu.Unlock()
-	a.pool.stop(ctx)
+	if started {
+		a.pool.stop(ctx)
+	}
 	a.server.Stop()
-	<-a.serveDone
-	_ = a.local.Close()
+	if started {
+		<-a.serveDone
+		_ = a.local.Close()
+	}
 }
 
 // Stats is a snapshot of the tunnel pool.

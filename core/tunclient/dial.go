@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 // DefaultKeepaliveTime is how long a quiet connection to kas waits before the agent pings it, so that a
@@ -27,7 +29,13 @@ func DialKas(target, token string, opts ...grpc.DialOption) (*grpc.ClientConn, e
 			Timeout:             10 * time.Second,
 			PermitWithoutStream: true,
 		}),
+		// A tunnel is never retried by gRPC: the pool reconnects, and kas moves a call that a withdrawn
+		// tunnel could not take. Retry support would buffer every message for nothing.
+		grpc.WithDisableRetry(),
+		// Idle agents hold no write buffer.
+		grpc.WithSharedWriteBuffer(true),
 	}
+	all = append(all, grpctool.WindowDialOptions()...)
 	all = append(all, opts...)
 	conn, err := grpc.NewClient(target, all...)
 	if err != nil {

@@ -16,7 +16,6 @@ const (
 )
 
 type agentMetrics struct {
-	connections   metric.Int64UpDownCounter
 	connectErrors metric.Int64Counter
 }
 
@@ -26,13 +25,25 @@ var (
 	stateBusy       = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
 )
 
-func newAgentMetrics(m metric.Meter) (*agentMetrics, error) {
+
+// newAgentMetrics registers the agent's metrics; stats is read at each collection, so that the pool's
+// hot path records nothing.
+func newAgentMetrics(m metric.Meter, stats func() Stats) (*agentMetrics, error) {
 	if m == nil {
 		m = noop.NewMeterProvider().Meter("")
 	}
-	c, err := m.Int64UpDownCounter(ConnectionsMetric,
+	c, err := m.Int64ObservableGauge(ConnectionsMetric,
 		metric.WithDescription("Tunnels of this agent, by state (connecting, idle, busy)"))
 	if err != nil {
+		return nil, err
+	}
+	if _, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := stats()
+		o.ObserveInt64(c, int64(st.Connecting), stateConnecting)
+		o.ObserveInt64(c, int64(st.Idle), stateIdle)
+		o.ObserveInt64(c, int64(st.Busy), stateBusy)
+		return nil
+	}, c); err != nil {
 		return nil, err
 	}
 	e, err := m.Int64Counter(ConnectErrorsMetric,
@@ -40,17 +51,9 @@ func newAgentMetrics(m metric.Meter) (*agentMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &agentMetrics{connections: c, connectErrors: e}, nil
-}
-
-func (m *agentMetrics) move(from, to metric.MeasurementOption) {
-	ctx := context.Background()
-	if from != nil {
-		m.connections.Add(ctx, -1, from)
-	}
-	if to != nil {
-		m.connections.Add(ctx, 1, to)
-	}
+	// Present from the start, so that dashboards see 0 rather than no data.
+	e.Add(context.Background(), 0, metric.WithAttributes(attribute.String("code", codes.Unavailable.String())))
+	return &agentMetrics{connectErrors: e}, nil
 }
 
 func (m *agentMetrics) connectError(code codes.Code) {

@@ -6,11 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
@@ -28,19 +28,6 @@ const (
 	connClosing
 	numConnStates
 )
-
-func (s connState) metric() metric.MeasurementOption {
-	switch s {
-	case connConnecting:
-		return stateConnecting
-	case connIdle:
-		return stateIdle
-	case connBusy:
-		return stateBusy
-	default:
-		return nil
-	}
-}
 
 // pool keeps MinIdle tunnels idle, opens ScaleUpStep more when idle tunnels run short (up to
 // MaxConnections) and closes tunnels above the minimum that stayed idle for MaxIdleTime. Each tunnel has
@@ -96,7 +83,6 @@ func (p *pool) spawnLocked(n int) {
 	for i := 0; i < n && p.total < p.cfg.MaxConnections; i++ {
 		p.total++
 		p.counts[connConnecting]++
-		p.a.metrics.move(nil, connConnecting.metric())
 		p.wg.Add(1)
 		go p.run()
 	}
@@ -112,7 +98,6 @@ func (p *pool) stats() Stats {
 func (p *pool) moveLocked(c *conn, to connState) {
 	p.counts[c.state]--
 	p.counts[to]++
-	p.a.metrics.move(c.state.metric(), to.metric())
 	c.state = to
 }
 
@@ -129,7 +114,6 @@ func (p *pool) exit(c *conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[c.state]--
-	p.a.metrics.move(c.state.metric(), nil)
 	p.total--
 	// A tunnel that broke may have left fewer idle tunnels than the minimum.
 	p.scaleUpLocked()
@@ -197,11 +181,12 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 	defer cancel()
 	max := p.cfg.MaxMessageSize + tunnelOverhead
 	stream, err := rpc.NewReverseTunnelClient(p.cfg.KasConn).Connect(streamCtx,
-		grpc.MaxCallRecvMsgSize(max), grpc.MaxCallSendMsgSize(max))
+		grpc.MaxCallRecvMsgSize(max), grpc.MaxCallSendMsgSize(max), grpctool.RawCallCodec())
 	if err != nil {
 		return p.failed(err)
 	}
-	if err := stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: p.a.descriptor}}); err != nil {
+	// The descriptor was encoded once, at Start.
+	if err := stream.SendMsg(&grpctool.RawFrame{Data: p.a.descriptorMsg}); err != nil {
 		_, err = stream.Recv() // the real error is the stream's status
 		return p.failed(err)
 	}

@@ -1,6 +1,7 @@
 package tunclient
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,7 @@ func TestConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Stop(context.Background())
 	c := a.cfg
 	if c.MinIdle != DefaultMinIdle || c.MaxConnections != DefaultMaxConnections || c.ScaleUpStep != DefaultScaleUpStep ||
 		c.MaxIdleTime != DefaultMaxIdleTime || c.Backoff != DefaultBackoff {
@@ -92,6 +94,7 @@ func TestDescriptorListsRegisteredServicesAndExposed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Stop(context.Background())
 	if err := a.Expose("up.Stream", conn); err != nil {
 		t.Fatal(err)
 	}

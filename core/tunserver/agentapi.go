@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
@@ -20,8 +21,9 @@ import (
 type AgentAPI struct {
 	rpc.UnimplementedReverseTunnelServer
 
-	auth     AgentAuthenticator
-	registry *Registry
+	auth        AgentAuthenticator
+	registry    *Registry
+	descriptors descriptorCache
 	maxAge   time.Duration
 	log      *slog.Logger
 }
@@ -53,7 +55,7 @@ func TunnelDeadline(maxConnectionAge time.Duration) time.Duration {
 	return base + rand.N(jitter)
 }
 
-// Connect implements rpc.ReverseTunnelServer.
+// Connect implements rpc.ReverseTunnelServer. The server must use grpctool.RawServerCodec.
 func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	ctx := stream.Context()
 	token, err := BearerToken(ctx)
@@ -64,20 +66,17 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	if err != nil {
 		return err
 	}
-	first, err := stream.Recv()
-	if err != nil {
+	// The first message is read raw: the descriptor cache recognises it without decoding.
+	var first grpctool.RawFrame
+	if err := stream.RecvMsg(&first); err != nil {
 		if err == io.EOF {
 			return nil // the agent left before it sent a descriptor
 		}
 		return err
 	}
-	checker := rpc.NewChecker(rpc.AgentToKas)
-	if err := checker.Next(rpc.AgentState(first)); err != nil {
-		return err
-	}
-	desc, err := newDescriptorIndex(first.GetDescriptor_().GetAgentDescriptor())
+	desc, err := a.descriptors.index(first.Data)
 	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
+		return err
 	}
 	t := newTunnel(agentID, desc, stream)
 	if err := a.registry.addTunnel(t); err != nil {

@@ -20,7 +20,8 @@ type FindRequest struct {
 	AgentID         int64
 	FullMethod      string
 	Service, Method string
-	// Metadata goes to a remote gateway with the call; it carries the routing agent id.
+	// Metadata is the caller's; a remote gateway gets it without reserved keys and credentials (see
+	// toGateway).
 	Metadata    metadata.MD
 	FindTimeout time.Duration
 }
@@ -56,7 +57,11 @@ type LocalFinder struct {
 
 // FindGateway implements GatewayFinder.
 func (f LocalFinder) FindGateway(ctx context.Context, req FindRequest) (Gateway, error) {
-	_, h := f.Registry.FindTunnel(req.AgentID, req.Service, req.Method)
+	found, h := f.Registry.FindTunnel(req.AgentID, req.Service, req.Method)
+	if found {
+		t, _ := h.Get(ctx) // never blocks when found
+		return Gateway{handle: h, tunnel: t}, nil
+	}
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
 	t, err := h.Get(findCtx)
@@ -73,7 +78,7 @@ func (f LocalFinder) FindGateway(ctx context.Context, req FindRequest) (Gateway,
 // attemptGateway opens the private API stream to one gateway and waits until it has a tunnel ready or
 // the find timeout passes; then it sends StartStreaming.
 func attemptGateway(ctx context.Context, conn grpc.ClientConnInterface, req FindRequest) (grpc.ClientStream, error) {
-	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, req.Metadata))
+	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, toGateway(req.Metadata)))
 	// The stream outlives the find: it carries the call afterwards. The timer cancels it only if no
 	// tunnel was ready in time.
 	timer := time.AfterFunc(req.FindTimeout, cancel)

@@ -139,8 +139,10 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 	return errRetryOtherTunnel
 }
 
-// requestPump copies the caller's request frames into the current tunnel. Until the agent accepts the
-// call (its first message), it keeps what it sent so that the call can move to another tunnel.
+// requestPump copies the caller's request frames into the current tunnel. It starts reading before a
+// tunnel is found, so that the request info and the first messages leave together once one is; until the
+// agent accepts the call (its first message), it keeps what it read so that the call can move to another
+// tunnel.
 type requestPump struct {
 	src   grpc.ServerStream
 	limit int
@@ -153,19 +155,25 @@ type requestPump struct {
 	log        []*rpc.ConnectResponse
 	logBytes   int
 	replayable bool
-	started    bool
+	// attached is signalled on every attach, for a pump that waits with a full log.
+	attached chan struct{}
 }
 
-func newRequestPump(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *requestPump {
-	return &requestPump{
+// startRequestPump starts reading the caller's frames from src. The pump ends when the caller
+// half-closes or the call ends (the handler returns and RecvMsg fails).
+func startRequestPump(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *requestPump {
+	p := &requestPump{
 		src:        src,
 		limit:      limit,
 		info:       &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: info}},
 		replayable: true,
+		attached:   make(chan struct{}, 1),
 	}
+	go p.run()
+	return p
 }
 
-// attach sends the request info, and everything sent to a previous tunnel, to t; then the pump feeds t.
+// attach sends the request info and everything read so far to t, in order; then the pump feeds t.
 func (p *requestPump) attach(t *Tunnel) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -178,9 +186,9 @@ func (p *requestPump) attach(t *Tunnel) error {
 		}
 	}
 	p.tun = t
-	if !p.started {
-		p.started = true
-		go p.run()
+	select {
+	case p.attached <- struct{}{}:
+	default:
 	}
 	return nil
 }
@@ -199,8 +207,8 @@ func (p *requestPump) accept() {
 	p.accepted.Store(true)
 }
 
-// run ends when the caller half-closes or the call ends (the handler returns and RecvMsg fails).
 func (p *requestPump) run() {
+	ctx := p.src.Context()
 	for {
 		var f grpctool.RawFrame
 		err := p.src.RecvMsg(&f)
@@ -214,6 +222,16 @@ func (p *requestPump) run() {
 			m = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}}
 		}
 		p.mu.Lock()
+		// With no tunnel yet the log is the only copy: wait for one rather than drop or grow without bound.
+		for p.tun == nil && p.replayable && !p.accepted.Load() && p.logBytes+len(f.Data) > p.limit && len(p.log) > 0 {
+			p.mu.Unlock()
+			select {
+			case <-p.attached:
+			case <-ctx.Done():
+				return
+			}
+			p.mu.Lock()
+		}
 		p.record(m, len(f.Data))
 		if p.tun != nil {
 			// A failed send means the tunnel is ending; the forwarder learns why from the tunnel's reader.
@@ -236,7 +254,7 @@ func (p *requestPump) record(m *rpc.ConnectResponse, size int) {
 		return
 	}
 	p.logBytes += size
-	if p.logBytes > p.limit {
+	if p.logBytes > p.limit && p.tun != nil {
 		p.log = nil
 		p.replayable = false
 		return

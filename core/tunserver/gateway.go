@@ -51,7 +51,7 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
-	return g.carry(ctx, c, &h, tun, newRequestPump(stream, c.info, g.replayLimit), sink)
+	return g.carry(ctx, c, &h, tun, startRequestPump(stream, c.info, g.replayLimit), sink)
 }
 
 // call is what routing and gateways need to know about a call.
@@ -79,7 +79,7 @@ func parseCall(stream grpc.ServerStream) (call, error) {
 	if err != nil {
 		return call{}, err
 	}
-	info := &rpc.RequestInfo{MethodName: fullMethod, Meta: rpc.MetaToValues(toAgent(md))}
+	info := &rpc.RequestInfo{MethodName: fullMethod, Meta: agentMeta(md)}
 	if dl, ok := ctx.Deadline(); ok {
 		info.Deadline = timestamppb.New(dl)
 	}

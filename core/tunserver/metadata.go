@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
 const (
@@ -65,14 +67,22 @@ func toGateway(md metadata.MD) metadata.MD {
 	return out
 }
 
-// toAgent is the metadata that reaches the agent: no "kas-hop-" key, no authorization, nothing reserved.
-func toAgent(md metadata.MD) metadata.MD {
-	out := make(metadata.MD, len(md))
-	for k, v := range md {
+// agentMeta is the wire form of the metadata that reaches the agent: no "kas-hop-" key, no
+// authorization, nothing reserved.
+func agentMeta(md metadata.MD) map[string]*rpc.Values {
+	var out map[string]*rpc.Values
+	for k, vals := range md {
 		if isReserved(k) || hopByHopKeys[k] || strings.HasPrefix(k, RoutingHopPrefix) {
 			continue
 		}
-		out[k] = v
+		if out == nil {
+			out = make(map[string]*rpc.Values, len(md))
+		}
+		v := make([][]byte, len(vals))
+		for i, s := range vals {
+			v[i] = []byte(s)
+		}
+		out[k] = &rpc.Values{Value: v}
 	}
 	return out
 }

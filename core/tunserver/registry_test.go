@@ -118,7 +118,9 @@ func TestTransitionIdleToDone(t *testing.T) {
 	}{
 		"agent withdrew": {event: func(r *Registry, tun *Tunnel) { r.onReaderResult(tun, recvResult{err: io.EOF}) }},
 		"agent went away": {
-			event:   func(r *Registry, tun *Tunnel) { r.onReaderResult(tun, recvResult{err: status.Error(codes.Canceled, "gone")}) },
+			event: func(r *Registry, tun *Tunnel) {
+				r.onReaderResult(tun, recvResult{err: status.Error(codes.Canceled, "gone")})
+			},
 			wantErr: codes.Canceled,
 		},
 		"agent spoke out of turn": {

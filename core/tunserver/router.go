@@ -124,6 +124,9 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	start := time.Now()
+	// Read the request while the tunnel is being found: the request info and the first messages then
+	// reach the agent together.
+	pump := startRequestPump(stream, c.info, r.gateway.replayLimit)
 	gwCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gw, err := r.cfg.Finder.FindGateway(gwCtx, FindRequest{
@@ -131,7 +134,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		FullMethod:  c.fullMethod,
 		Service:     c.service,
 		Method:      c.method,
-		Metadata:    toGateway(c.md),
+		Metadata:    c.md,
 		FindTimeout: r.cfg.FindTimeout,
 	})
 	if err != nil {
@@ -171,7 +174,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		}
 		return nil
 	}
-	if err := r.gateway.carry(ctx, c, &gw.handle, gw.tunnel, newRequestPump(stream, c.info, r.gateway.replayLimit), sink); err != nil {
+	if err := r.gateway.carry(ctx, c, &gw.handle, gw.tunnel, pump, sink); err != nil {
 		return err
 	}
 	return w.final

@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+)
+
+// BenchmarkUnaryTunnel is for profiling one path with the Go tools:
+//
+//	go test ./bench -run '^$' -bench UnaryTunnel -cpuprofile cpu.out -memprofile mem.out
+func BenchmarkUnaryTunnel(b *testing.B) {
+	topo, err := StartTopology(context.Background(), TopologyConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer topo.Close(context.Background())
+	md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+	call := newCall(ShapeUnary, 64, topo.Tunnel(0, false), func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := call(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
