@@ -29,3 +29,23 @@ func BenchmarkUnaryTunnel(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkUnaryTunnel1MiB is BenchmarkUnaryTunnel with 1 MiB each way.
+func BenchmarkUnaryTunnel1MiB(b *testing.B) {
+	topo, err := StartTopology(context.Background(), TopologyConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer topo.Close(context.Background())
+	md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+	call := newCall(ShapeUnary, 1<<20, topo.Tunnel(0, false), func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.SetBytes(2 << 20)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := call(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -15,8 +15,8 @@ import (
 // messages to stream without waiting for window updates; the connection window bounds what one peer can
 // make the other buffer.
 const (
-	StreamWindow     = 1 << 20
-	ConnectionWindow = 8 << 20
+	StreamWindow     = 4 << 20
+	ConnectionWindow = 16 << 20
 )
 
 // WindowServerOptions are the server options for fixed tunnel windows.
