@@ -37,6 +37,12 @@ type Table struct {
 	allow map[State][]State
 }
 
+// NewTable returns a table named name (used in violation messages) that allows the given moves. Other
+// protocols carried through the tunnel (HTTP, for one) declare their order with it.
+func NewTable(name string, allow map[State][]State) *Table {
+	return &Table{name: name, allow: allow}
+}
+
 // Name says which stream direction the table describes, for messages.
 func (t *Table) Name() string { return t.name }
 

@@ -66,11 +66,12 @@ func (m *Memory) Refresh(_ context.Context, kasURL string, agentIDs []int64) err
 	defer m.mu.Unlock()
 	exp := m.now().Add(m.TTL)
 	for _, id := range agentIDs {
-		if urls := m.agents[id]; urls != nil {
-			if _, ok := urls[kasURL]; ok {
-				urls[kasURL] = exp
-			}
+		urls := m.agents[id]
+		if urls == nil {
+			urls = map[string]time.Time{}
+			m.agents[id] = urls
 		}
+		urls[kasURL] = exp // a record that expired meanwhile comes back
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ type Tracker interface {
 	Register(ctx context.Context, kasURL string, agentID int64) error
 	// Unregister removes the record of kasURL for agentID.
 	Unregister(ctx context.Context, kasURL string, agentID int64) error
-	// Refresh extends the records of kasURL for every agent in agentIDs.
+	// Refresh extends (or re-creates) the records of kasURL for every agent in agentIDs.
 	Refresh(ctx context.Context, kasURL string, agentIDs []int64) error
 	// KasURLs lists the kas instances that hold tunnels for agentID, in no particular order, without
 	// expired records.
