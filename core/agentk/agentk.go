@@ -63,7 +63,19 @@ func New(cfg Config) (*Agentk, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := tunclient.DialKas(cfg.KasAddress, cfg.Token, cfg.DialOptions...)
+	serverMetrics, err := metrics.GRPCServer(mp)
+	if err != nil {
+		return nil, err
+	}
+	clientMetrics, err := metrics.GRPCClient(mp)
+	if err != nil {
+		return nil, err
+	}
+	dial := append([]grpc.DialOption{
+		grpc.WithChainStreamInterceptor(clientMetrics.StreamClientInterceptor()),
+		grpc.WithChainUnaryInterceptor(clientMetrics.UnaryClientInterceptor()),
+	}, cfg.DialOptions...)
+	conn, err := tunclient.DialKas(cfg.KasAddress, cfg.Token, dial...)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +83,7 @@ func New(cfg Config) (*Agentk, error) {
 	pool.KasConn = conn
 	pool.Meter = mp.Meter("github.com/tunnelbench/tunnelbench/core/agentk")
 	pool.Log = cfg.Log
-	a, err := tunclient.New(pool)
+	a, err := tunclient.New(pool, metrics.ServerOptions(serverMetrics)...)
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

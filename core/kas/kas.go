@@ -155,6 +155,10 @@ func New(cfg Config) (*Server, error) {
 		s.metrics, s.ownsMP = mp, true
 	}
 	meter := s.metrics.Meter("github.com/tunnelbench/tunnelbench/core/kas")
+	grpcMetrics, err := metrics.GRPCServer(s.metrics)
+	if err != nil {
+		return nil, err
+	}
 	s.registry = tunserver.NewRegistry(cfg.Log, 0)
 	if err := tunserver.RegisterRegistryMetrics(meter, s.registry); err != nil {
 		return nil, fmt.Errorf("registry metrics: %w", err)
@@ -172,6 +176,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.SharedWriteBuffer(true),
 	}
 	agentOpts = append(agentOpts, grpctool.WindowServerOptions()...)
+	agentOpts = append(agentOpts, metrics.ServerOptions(grpcMetrics)...)
 	s.agentServer = grpc.NewServer(agentOpts...)
 
 	// Every method is routable, registered or not: the routing and gateway handlers are also the
@@ -181,22 +186,21 @@ func New(cfg Config) (*Server, error) {
 	route := func(srv any, stream grpc.ServerStream) error { return router.RouteStream(srv, stream) }
 	gateway := func(srv any, stream grpc.ServerStream) error { return router.GatewayStreamHandler()(srv, stream) }
 	routingServer := func() *grpc.Server {
-		return grpc.NewServer(
+		return grpc.NewServer(append([]grpc.ServerOption{
 			grpctool.RawServerCodec(),
 			grpc.MaxRecvMsgSize(routedMax),
 			grpc.MaxSendMsgSize(routedMax),
 			grpc.UnknownServiceHandler(route),
-		)
+		}, metrics.RoutedServerOptions(grpcMetrics)...)...)
 	}
 	s.internalConn = grpctool.NewInProcessConn(route)
 	s.apiServer = routingServer()
-	s.privateServer = grpc.NewServer(
+	s.privateServer = grpc.NewServer(append([]grpc.ServerOption{
 		grpctool.RawServerCodec(),
 		grpc.MaxRecvMsgSize(envelopeMax),
 		grpc.MaxSendMsgSize(envelopeMax),
 		grpc.UnknownServiceHandler(gateway),
-	)
-	var err error
+	}, metrics.RoutedServerOptions(grpcMetrics)...)...)
 	router, err = tunserver.NewRouter(tunserver.RouterConfig{
 		Registry:      s.registry,
 		Finder:        tunserver.LocalFinder{Registry: s.registry},
