@@ -16,12 +16,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
 
@@ -71,6 +75,22 @@ type Config struct {
 	// MaxMessageSize is the largest request or response message routed.
 	MaxMessageSize int
 
+	// Tracker lists which kas holds tunnels for which agent, for several kas replicas. Nil: this kas is
+	// alone and routes only to its own tunnels. With a tracker, the private API must listen and
+	// PrivateAPISecret must be set.
+	Tracker tracker.Tracker
+	// PrivateURL is how other kas reach this one ("grpc://host:port"). Empty: derived from the private
+	// listener's address.
+	PrivateURL string
+	// PrivateAPISecret is shared by every kas of a deployment; it signs private API tokens. Without it
+	// the private API listener refuses every call.
+	PrivateAPISecret []byte
+	// TrackerRefresh is how often this kas refreshes its tracker records (below the tracker's TTL).
+	// Zero means tracker.DefaultRefreshPeriod.
+	TrackerRefresh time.Duration
+	// UnregisterDelay: see DefaultUnregisterDelay. Zero means the default.
+	UnregisterDelay time.Duration
+
 	// Metrics is where kas records its metrics. Nil creates a provider with Go runtime metrics.
 	Metrics *metrics.Provider
 	Log     *slog.Logger
@@ -93,8 +113,33 @@ func (c *Config) validate() error {
 	if c.MaxMessageSize < 0 {
 		errs = append(errs, fmt.Errorf("max message size must be positive, got %d", c.MaxMessageSize))
 	}
+	if c.Tracker != nil {
+		if c.PrivateListen == "" && c.PrivateListener == nil {
+			errs = append(errs, errors.New("several kas replicas (a tracker) need the private API listener"))
+		}
+		if len(c.PrivateAPISecret) == 0 {
+			errs = append(errs, errors.New("several kas replicas (a tracker) need the private API secret"))
+		}
+	}
+	if len(c.PrivateAPISecret) > 0 && len(c.PrivateAPISecret) < tunserver.MinPrivateSecretLen {
+		errs = append(errs, fmt.Errorf("the private API secret must be at least %d bytes, got %d", tunserver.MinPrivateSecretLen, len(c.PrivateAPISecret)))
+	}
+	if c.PrivateURL != "" {
+		if _, _, err := tunserver.ParsePrivateURL(c.PrivateURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.TrackerRefresh < 0 || c.UnregisterDelay < 0 {
+		errs = append(errs, errors.New("tracker refresh and unregister delay must not be negative"))
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("kas config: %w", errors.Join(errs...))
+	}
+	if c.TrackerRefresh == 0 {
+		c.TrackerRefresh = tracker.DefaultRefreshPeriod
+	}
+	if c.UnregisterDelay == 0 {
+		c.UnregisterDelay = DefaultUnregisterDelay
 	}
 	if c.FindTimeout == 0 {
 		c.FindTimeout = tunserver.DefaultFindTimeout
@@ -124,6 +169,10 @@ type Server struct {
 	ownsMP   bool
 	registry *tunserver.Registry
 	router   *tunserver.Router
+	finder   *tunserver.Finder
+	gateways *tunserver.GatewayPool
+	reg      *registrar
+	meter    metric.Meter
 
 	agentServer   *grpc.Server
 	apiServer     *grpc.Server
@@ -195,15 +244,47 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.internalConn = grpctool.NewInProcessConn(route)
 	s.apiServer = routingServer()
-	s.privateServer = grpc.NewServer(append([]grpc.ServerOption{
+	privateOpts := []grpc.ServerOption{
 		grpctool.RawServerCodec(),
 		grpc.MaxRecvMsgSize(envelopeMax),
 		grpc.MaxSendMsgSize(envelopeMax),
 		grpc.UnknownServiceHandler(gateway),
-	}, metrics.RoutedServerOptions(grpcMetrics)...)...)
+	}
+	privateOpts = append(privateOpts, grpctool.WindowServerOptions()...)
+	privateOpts = append(privateOpts, metrics.RoutedServerOptions(grpcMetrics)...)
+	if len(cfg.PrivateAPISecret) > 0 {
+		auth, err := tunserver.NewPrivateAuth(cfg.PrivateAPISecret)
+		if err != nil {
+			return nil, err
+		}
+		privateOpts = append(privateOpts, grpc.ChainStreamInterceptor(auth.StreamInterceptor()))
+		s.gateways = tunserver.NewGatewayPool(auth, grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(envelopeMax), grpc.MaxCallSendMsgSize(envelopeMax)))
+	} else {
+		privateOpts = append(privateOpts, grpc.ChainStreamInterceptor(refuseAll))
+	}
+	s.privateServer = grpc.NewServer(privateOpts...)
+	s.meter = meter
+	var finderErrs func(error)
+	if cfg.Tracker != nil {
+		// The registrar exists before the finder so that tracker poll errors land in its metric.
+		s.reg, err = newRegistrar(cfg.Tracker, "", cfg.UnregisterDelay, cfg.TrackerRefresh, cfg.Log, meter)
+		if err != nil {
+			return nil, err
+		}
+		s.registry.OnAgent(s.reg.onAgent)
+		finderErrs = func(err error) { s.reg.failed("list", err) }
+	}
+	s.finder = tunserver.NewFinder(tunserver.FinderConfig{
+		Registry:       s.registry,
+		Tracker:        cfg.Tracker,
+		Dialer:         s.gateways,
+		Log:            cfg.Log,
+		OnTrackerError: finderErrs,
+	})
 	router, err = tunserver.NewRouter(tunserver.RouterConfig{
 		Registry:      s.registry,
-		Finder:        tunserver.LocalFinder{Registry: s.registry},
+		Finder:        s.finder,
 		PrivateServer: s.privateServer,
 		FindTimeout:   cfg.FindTimeout,
 		Meter:         meter,
@@ -275,6 +356,15 @@ func (s *Server) Start() error {
 			defer s.serveWG.Done()
 			_ = s.httpServer.Serve(s.listeners.metrics)
 		}()
+	}
+	if s.reg != nil {
+		self := s.cfg.PrivateURL
+		if self == "" {
+			self = "grpc://" + s.listeners.private.Addr().String()
+		}
+		s.reg.url = self
+		s.finder.SetSelfURL(self)
+		s.reg.start()
 	}
 	s.ready.Store(true)
 	s.cfg.Log.Info("kas started", "agent_api", addrOf(s.listeners.agent), "public_api", addrOf(s.listeners.api),
@@ -357,6 +447,9 @@ func (s *Server) Metrics() *metrics.Provider {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.shutOnce.Do(func() {
 		s.ready.Store(false)
+		if s.reg != nil && s.reg.cancel != nil {
+			s.reg.stop(ctx)
+		}
 		s.registry.Stop()
 		graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)
 		defer cancel()
@@ -385,6 +478,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 			_ = s.httpServer.Close()
 		}
 		s.serveWG.Wait()
+		s.finder.Close()
+		if s.gateways != nil {
+			s.gateways.Close()
+		}
 		// In-process calls end with the tunnels they use: the registry stopped and the agent server ended
 		// every stream. Bound the wait anyway, so that shutdown never hangs on a handler.
 		internalDone := make(chan struct{})
@@ -402,4 +499,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		}
 		s.cfg.Log.Info("kas stopped")
 	})
+}
+
+// refuseAll guards a private API that has no secret: without one no token can be checked.
+func refuseAll(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
+	return status.Error(codes.Unauthenticated, "private API: this kas has no private API secret configured")
 }

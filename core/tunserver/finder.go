@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +16,18 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracker"
+)
+
+// Finder defaults.
+const (
+	// DefaultTrackerPoll is how often the tracker is asked again while calls wait for an agent.
+	DefaultTrackerPoll = 50 * time.Millisecond
+	// DefaultStagger spaces the attempts on different gateways of one call.
+	DefaultStagger = 10 * time.Millisecond
+	// DefaultGatewayBackoffMin and Max bound the pause before a failing gateway is tried again.
+	DefaultGatewayBackoffMin = 100 * time.Millisecond
+	DefaultGatewayBackoffMax = time.Second
 )
 
 // FindRequest describes the call a gateway is wanted for.
@@ -27,16 +42,28 @@ type FindRequest struct {
 }
 
 // Gateway is where a call goes: a tunnel of this kas, or the private API stream to another kas that
-// holds one (already sent StartStreaming). Exactly one of the two is set.
+// holds one (already sent StartStreaming). Exactly one of the two is set. Release must always be
+// called.
 type Gateway struct {
 	handle *FindHandle
 	tunnel *Tunnel
 	stream grpc.ClientStream
+	cancel context.CancelFunc
+	URL    string
 }
 
-// GatewayFinder finds the gateway for a call: this kas first, other kas instances when it has none.
-// A remote stream lives as long as ctx. When no gateway has a tunnel within FindTimeout it returns a
-// *findTimeoutError.
+// Release gives back an unused local tunnel and ends a remote stream.
+func (g *Gateway) Release() {
+	if g.handle != nil {
+		g.handle.Done()
+	}
+	if g.cancel != nil {
+		g.cancel()
+	}
+}
+
+// GatewayFinder finds the gateway for a call. When no gateway has a tunnel within FindTimeout it returns
+// a *findTimeoutError.
 type GatewayFinder interface {
 	FindGateway(ctx context.Context, req FindRequest) (Gateway, error)
 }
@@ -49,76 +76,296 @@ func (e *findTimeoutError) Error() string {
 	return fmt.Sprintf("no tunnel found within %s", e.timeout)
 }
 
-// LocalFinder is the finder of a kas that is its own only gateway: it waits for a tunnel in its own
-// registry.
-type LocalFinder struct {
+// GatewayDialer returns the connection to a gateway kas by its private URL.
+type GatewayDialer interface {
+	Conn(privateURL string) (grpc.ClientConnInterface, error)
+}
+
+// FinderConfig configures a Finder.
+type FinderConfig struct {
 	Registry *Registry
+	// Tracker lists the kas instances that hold tunnels for an agent. Nil: this kas is the only gateway.
+	Tracker tracker.Tracker
+	// SelfURL is this kas's private URL: listed by the tracker, never dialed.
+	SelfURL string
+	Dialer  GatewayDialer
+	// Zero values mean the defaults above.
+	TrackerPoll                    time.Duration
+	Stagger                        time.Duration
+	BackoffMin, BackoffMax         time.Duration
+	Log                            *slog.Logger
+	OnTrackerError                 func(error)
+}
+
+// Finder finds gateways: this kas first (in memory), then every kas the tracker lists for the agent,
+// staggered and in parallel, for as long as the call may wait. The first gateway with a tunnel wins;
+// the others are cancelled and give their tunnel back.
+type Finder struct {
+	cfg    FinderConfig
+	poller *poller
+
+	mu      sync.Mutex
+	backoff map[string]*gatewayBackoff
+}
+
+type gatewayBackoff struct {
+	until time.Time
+	next  time.Duration
+}
+
+// NewFinder returns a finder; Close it to stop its tracker polls.
+func NewFinder(cfg FinderConfig) *Finder {
+	if cfg.TrackerPoll <= 0 {
+		cfg.TrackerPoll = DefaultTrackerPoll
+	}
+	if cfg.Stagger <= 0 {
+		cfg.Stagger = DefaultStagger
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = DefaultGatewayBackoffMin
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = max(DefaultGatewayBackoffMax, cfg.BackoffMin)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	f := &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
+	if cfg.Tracker != nil {
+		f.poller = newPoller(cfg.Tracker, cfg.TrackerPoll, cfg.OnTrackerError)
+	}
+	return f
+}
+
+// Close stops the tracker polls. Calls still finding get no new gateways.
+func (f *Finder) Close() {
+	if f.poller != nil {
+		f.poller.close()
+	}
+}
+
+// attemptResult is how one gateway attempt ended.
+type attemptResult struct {
+	gw  Gateway
+	err error
 }
 
 // FindGateway implements GatewayFinder.
-func (f LocalFinder) FindGateway(ctx context.Context, req FindRequest) (Gateway, error) {
-	found, h := f.Registry.FindTunnel(req.AgentID, req.Service, req.Method)
+func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, error) {
+	found, h := f.cfg.Registry.FindTunnel(req.AgentID, req.Service, req.Method)
 	if found {
 		t, _ := h.Get(ctx) // never blocks when found
 		return Gateway{handle: h, tunnel: t}, nil
 	}
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
-	t, err := h.Get(findCtx)
-	if err != nil {
-		h.Done()
-		if ctx.Err() == nil && findCtx.Err() != nil {
+	if f.poller == nil {
+		t, err := h.Get(findCtx)
+		if err != nil {
+			h.Done()
+			return Gateway{}, findErr(ctx, findCtx, req, err)
+		}
+		return Gateway{handle: h, tunnel: t}, nil
+	}
+
+	// From here on every attempt runs in its own goroutine and hands its result over, or, once this call
+	// has picked a gateway or given up, releases what it found itself.
+	results := make(chan attemptResult)
+	abandoned := make(chan struct{})
+	defer close(abandoned)
+	deliver := func(r attemptResult) {
+		select {
+		case results <- r:
+		case <-abandoned:
+			r.gw.Release()
+		}
+	}
+	go func() {
+		t, err := h.Get(findCtx)
+		if err != nil {
+			h.Done()
+			deliver(attemptResult{err: err})
+			return
+		}
+		deliver(attemptResult{gw: Gateway{handle: h, tunnel: t}})
+	}()
+	running := 1
+
+	updates, unsubscribe := f.poller.subscribe(req.AgentID)
+	defer unsubscribe()
+	attempts := map[string]context.CancelFunc{}
+	defer func() {
+		for _, c := range attempts {
+			c()
+		}
+	}()
+	var (
+		queue     []string
+		nextStart time.Time
+		stagger   = time.NewTimer(time.Hour)
+	)
+	stagger.Stop()
+	defer stagger.Stop()
+	schedule := func() {
+		if len(queue) == 0 {
+			return
+		}
+		stagger.Reset(max(time.Until(nextStart), 0))
+	}
+	var lastErr error
+	for {
+		select {
+		case urls := <-updates:
+			for u, c := range attempts {
+				if !slices.Contains(urls, u) {
+					c() // the gateway vanished from the tracker
+					delete(attempts, u)
+				}
+			}
+			for _, u := range urls {
+				if u == f.cfg.SelfURL || attempts[u] != nil || slices.Contains(queue, u) || f.backingOff(u) {
+					continue
+				}
+				queue = append(queue, u)
+			}
+			schedule()
+		case <-stagger.C:
+			if len(queue) == 0 {
+				continue
+			}
+			u := queue[0]
+			queue = queue[1:]
+			actx, acancel := context.WithCancel(ctx)
+			attempts[u] = acancel
+			running++
+			go func() {
+				cs, err := f.attempt(actx, findCtx, u, req)
+				if err != nil {
+					acancel()
+					deliver(attemptResult{gw: Gateway{URL: u}, err: err})
+					return
+				}
+				deliver(attemptResult{gw: Gateway{stream: cs, cancel: acancel, URL: u}})
+			}()
+			nextStart = time.Now().Add(f.cfg.Stagger)
+			schedule()
+		case r := <-results:
+			running--
+			if r.err == nil {
+				if r.gw.URL != "" {
+					f.succeeded(r.gw.URL)
+					delete(attempts, r.gw.URL) // the winner's stream must survive the deferred cancels
+				}
+				return r.gw, nil
+			}
+			if r.gw.URL == "" {
+				// The local wait ended without a tunnel: kas is shutting down, or the find is over.
+				if findCtx.Err() == nil {
+					return Gateway{}, r.err
+				}
+				continue
+			}
+			delete(attempts, r.gw.URL)
+			if findCtx.Err() == nil {
+				f.failed(r.gw.URL)
+				lastErr = r.err
+				f.cfg.Log.Debug("gateway attempt failed", "agent_id", req.AgentID, "gateway", r.gw.URL, "err", r.err)
+			}
+		case <-findCtx.Done():
+			if ctx.Err() != nil {
+				return Gateway{}, status.FromContextError(ctx.Err()).Err()
+			}
+			if lastErr != nil {
+				f.cfg.Log.Debug("no gateway in time", "agent_id", req.AgentID, "last_err", lastErr)
+			}
+			_ = running
 			return Gateway{}, &findTimeoutError{timeout: req.FindTimeout}
 		}
-		return Gateway{}, err
 	}
-	return Gateway{handle: h, tunnel: t}, nil
 }
 
-// attemptGateway opens the private API stream to one gateway and waits until it has a tunnel ready or
-// the find timeout passes; then it sends StartStreaming.
-func attemptGateway(ctx context.Context, conn grpc.ClientConnInterface, req FindRequest) (grpc.ClientStream, error) {
+func findErr(ctx, findCtx context.Context, req FindRequest, err error) error {
+	if ctx.Err() == nil && findCtx.Err() != nil {
+		return &findTimeoutError{timeout: req.FindTimeout}
+	}
+	return err
+}
+
+func (f *Finder) backingOff(u string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.backoff[u]
+	return b != nil && time.Now().Before(b.until)
+}
+
+func (f *Finder) failed(u string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.backoff[u]
+	if b == nil {
+		b = &gatewayBackoff{next: f.cfg.BackoffMin}
+		f.backoff[u] = b
+	} else {
+		b.next = min(b.next*2, f.cfg.BackoffMax)
+	}
+	b.until = time.Now().Add(b.next)
+}
+
+func (f *Finder) succeeded(u string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.backoff, u)
+}
+
+// attempt asks one gateway for a tunnel: it opens the private API stream (which lives as long as ctx),
+// waits for tunnel_ready (at most until findCtx ends) and sends StartStreaming.
+func (f *Finder) attempt(ctx, findCtx context.Context, u string, req FindRequest) (grpc.ClientStream, error) {
+	conn, err := f.cfg.Dialer.Conn(u)
+	if err != nil {
+		return nil, err
+	}
 	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, toGateway(req.Metadata)))
-	// The stream outlives the find: it carries the call afterwards. The timer cancels it only if no
-	// tunnel was ready in time.
-	timer := time.AfterFunc(req.FindTimeout, cancel)
+	// The stream outlives the find: it carries the call afterwards. Only a find that ends first cancels it.
+	stop := context.AfterFunc(findCtx, cancel)
+	ok := false
+	defer func() {
+		if !ok {
+			stop()
+			cancel()
+		}
+	}()
 	stream, err := conn.NewStream(streamCtx, grpctool.BidiStreamDesc, req.FullMethod, grpctool.RawCallCodec())
 	if err != nil {
-		timer.Stop()
-		cancel()
 		return nil, err
 	}
 	checker := rpc.NewChecker(rpc.GatewayToRouting)
 	for {
 		var m rpc.GatewayResponse
-		err := stream.RecvMsg(&m)
-		if err != nil {
-			stopped := timer.Stop()
-			cancel()
-			if !stopped && ctx.Err() == nil {
-				return nil, &findTimeoutError{timeout: req.FindTimeout}
-			}
+		if err := stream.RecvMsg(&m); err != nil {
 			if err == io.EOF {
 				return nil, status.Error(codes.Unavailable, "gateway kas ended the stream before it had a tunnel")
 			}
 			return nil, err
 		}
 		if err := checker.Next(rpc.GatewayState(&m)); err != nil {
-			timer.Stop()
-			cancel()
 			return nil, status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
 		}
-		if checker.State() != rpc.StateTunnelReady {
-			continue // no_tunnel: the gateway keeps looking
+		if checker.State() == rpc.StateTunnelReady {
+			break
 		}
-		if !timer.Stop() {
-			cancel()
-			return nil, &findTimeoutError{timeout: req.FindTimeout}
-		}
-		if err := stream.SendMsg(&rpc.StartStreaming{}); err != nil {
-			cancel()
-			return nil, err
-		}
-		return stream, nil
 	}
+	if !stop() {
+		return nil, findCtx.Err() // the find ended as the tunnel became ready
+	}
+	if err := stream.SendMsg(&rpc.StartStreaming{}); err != nil {
+		return nil, err
+	}
+	ok = true
+	context.AfterFunc(ctx, cancel)
+	return stream, nil
+}
+
+// SetSelfURL sets this kas's private URL once it is known (after listening); set it before use.
+func (f *Finder) SetSelfURL(u string) {
+	f.cfg.SelfURL = u
 }

@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
-	"sync/atomic"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
@@ -139,129 +135,6 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 	return errRetryOtherTunnel
 }
 
-// requestPump copies the caller's request frames into the current tunnel. It starts reading before a
-// tunnel is found, so that the request info and the first messages leave together once one is; until the
-// agent accepts the call (its first message), it keeps what it read so that the call can move to another
-// tunnel.
-type requestPump struct {
-	src   grpc.ServerStream
-	limit int
-
-	accepted atomic.Bool
-
-	mu         sync.Mutex // serializes sends to the tunnel, in order
-	tun        *Tunnel
-	info       *rpc.ConnectResponse
-	log        []*rpc.ConnectResponse
-	logBytes   int
-	replayable bool
-	// attached is signalled on every attach, for a pump that waits with a full log.
-	attached chan struct{}
-}
-
-// startRequestPump starts reading the caller's frames from src. The pump ends when the caller
-// half-closes or the call ends (the handler returns and RecvMsg fails).
-func startRequestPump(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *requestPump {
-	p := &requestPump{
-		src:        src,
-		limit:      limit,
-		info:       &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: info}},
-		replayable: true,
-		attached:   make(chan struct{}, 1),
-	}
-	go p.run()
-	return p
-}
-
-// attach sends the request info and everything read so far to t, in order; then the pump feeds t.
-func (p *requestPump) attach(t *Tunnel) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := t.send(p.info); err != nil {
-		return err
-	}
-	for _, m := range p.log {
-		if err := t.send(m); err != nil {
-			return err
-		}
-	}
-	p.tun = t
-	select {
-	case p.attached <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// detach stops feeding the current tunnel. It reports whether the call can be replayed on another one.
-func (p *requestPump) detach() (replayable bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tun = nil
-	return p.replayable
-}
-
-// accept drops the replay log: the agent has the call. It never blocks, so that the response direction
-// never waits for the request direction.
-func (p *requestPump) accept() {
-	p.accepted.Store(true)
-}
-
-func (p *requestPump) run() {
-	ctx := p.src.Context()
-	for {
-		var f grpctool.RawFrame
-		err := p.src.RecvMsg(&f)
-		var m *rpc.ConnectResponse
-		switch {
-		case err == io.EOF:
-			m = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}}
-		case err != nil:
-			return // the call is over; the forwarder has the outcome
-		default:
-			m = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}}
-		}
-		p.mu.Lock()
-		// With no tunnel yet the log is the only copy: wait for one rather than drop or grow without bound.
-		for p.tun == nil && p.replayable && !p.accepted.Load() && p.logBytes+len(f.Data) > p.limit && len(p.log) > 0 {
-			p.mu.Unlock()
-			select {
-			case <-p.attached:
-			case <-ctx.Done():
-				return
-			}
-			p.mu.Lock()
-		}
-		p.record(m, len(f.Data))
-		if p.tun != nil {
-			// A failed send means the tunnel is ending; the forwarder learns why from the tunnel's reader.
-			_ = p.tun.send(m)
-		}
-		p.mu.Unlock()
-		if err == io.EOF {
-			return
-		}
-	}
-}
-
-func (p *requestPump) record(m *rpc.ConnectResponse, size int) {
-	if p.accepted.Load() {
-		p.log = nil
-		p.replayable = false
-		return
-	}
-	if !p.replayable {
-		return
-	}
-	p.logBytes += size
-	if p.logBytes > p.limit && p.tun != nil {
-		p.log = nil
-		p.replayable = false
-		return
-	}
-	p.log = append(p.log, m)
-}
-
 // forward carries one call over the tunnel: the request through pump, every agent message to sink. It
 // returns errRetryOtherTunnel when the call should go to another tunnel, the caller's context error when
 // the caller went away, a status for the caller when the tunnel broke, or nil when the agent's answer
@@ -271,7 +144,7 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 	if err := t.startForwarding(r, fwd); err != nil {
 		return err
 	}
-	if err := pump.attach(t); err != nil {
+	if err := pump.attachTunnel(t); err != nil {
 		// The stream ended under us: nothing reached the agent's service. The reader stops on its own.
 		pump.detach()
 		r.finish(t, nil, "")

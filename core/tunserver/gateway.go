@@ -3,8 +3,8 @@ package tunserver
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -14,13 +14,13 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/internal/testhooks"
 )
 
 // gatewayHandler serves the private API: a routing kas (possibly this one, in memory) asks for a tunnel
 // to an agent and, once it picked this gateway, streams the call through it.
 type gatewayHandler struct {
 	registry    *Registry
-	findTimeout time.Duration
 	replayLimit int
 	log         *slog.Logger
 }
@@ -32,7 +32,7 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	found, h := g.registry.FindTunnel(c.agentID, c.service, c.method)
-	defer func() { h.Done() }() // h changes when the call moves to another tunnel
+	defer h.Done()
 	if !found {
 		if err := stream.SendMsg(gatewayNoTunnel); err != nil {
 			return err
@@ -45,13 +45,22 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 	if err := stream.SendMsg(gatewayTunnelReady); err != nil {
 		return err
 	}
+	if hook := testhooks.GatewayTunnelReady.Load(); hook != nil {
+		(*hook)(c.agentID, func() { g.registry.onReaderResult(tun, recvResult{err: io.ErrUnexpectedEOF}) })
+	}
 	var start rpc.StartStreaming
 	if err := stream.RecvMsg(&start); err != nil {
 		// The routing kas picked another gateway or gave up: Done gives the tunnel back.
 		return err
 	}
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
-	return g.carry(ctx, c, &h, tun, startRequestPump(stream, c.info, g.replayLimit), sink)
+	err = tun.forward(ctx, g.registry, startRequestPump(stream, c.info, g.replayLimit), sink)
+	if errors.Is(err, errRetryOtherTunnel) {
+		// The routing kas kept the request: it sends the call to another tunnel, here or elsewhere.
+		stream.SetTrailer(metadata.Pairs(retryTrailerKey, "1"))
+		return status.Errorf(codes.Unavailable, "the tunnel to agent %d went away before the call started", c.agentID)
+	}
+	return forwardErr(ctx, err)
 }
 
 // call is what routing and gateways need to know about a call.
@@ -84,33 +93,6 @@ func parseCall(stream grpc.ServerStream) (call, error) {
 		info.Deadline = timestamppb.New(dl)
 	}
 	return call{agentID: agentID, fullMethod: fullMethod, service: service, method: method, md: md, info: info}, nil
-}
-
-// carry forwards the call through tun and, when the agent withdraws a tunnel before it accepts the call,
-// through another one of this kas. *h is the handle of the current tunnel; the caller calls Done on it.
-func (g *gatewayHandler) carry(ctx context.Context, c call, h **FindHandle, tun *Tunnel, pump *requestPump, sink func(*rpc.ConnectRequest) error) error {
-	var retryCtx context.Context
-	for {
-		err := tun.forward(ctx, g.registry, pump, sink)
-		if !errors.Is(err, errRetryOtherTunnel) {
-			return forwardErr(ctx, err)
-		}
-		(*h).Done()
-		g.log.Debug("tunnel withdrawn as the call arrived, retrying on another tunnel", "agent_id", c.agentID, "method", c.fullMethod)
-		if retryCtx == nil {
-			var cancel context.CancelFunc
-			retryCtx, cancel = context.WithTimeout(ctx, g.findTimeout)
-			defer cancel()
-		}
-		_, *h = g.registry.FindTunnel(c.agentID, c.service, c.method)
-		tun, err = (*h).Get(retryCtx)
-		if err != nil {
-			if ctx.Err() == nil && retryCtx.Err() != nil {
-				return status.Errorf(codes.DeadlineExceeded, "agent %d withdrew its tunnel and no other tunnel serving %s arrived within %s", c.agentID, c.fullMethod, g.findTimeout)
-			}
-			return gatewayFindErr(ctx, err)
-		}
-	}
 }
 
 func gatewayFindErr(ctx context.Context, err error) error {

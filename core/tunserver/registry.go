@@ -24,6 +24,8 @@ var errShuttingDown = status.Error(codes.Unavailable, "kas is shutting down")
 type Registry struct {
 	stripes []stripe
 	log     *slog.Logger
+	// onAgent is told when an agent gets its first tunnel here (true) and loses its last one (false).
+	onAgent func(agentID int64, connected bool)
 
 	idle    atomic.Int64
 	busy    atomic.Int64
@@ -67,6 +69,13 @@ func NewRegistry(log *slog.Logger, stripes int) *Registry {
 		r.stripes[i].agents = make(map[int64]*agentEntry)
 	}
 	return r
+}
+
+// OnAgent sets the function told when an agent gets its first tunnel on this kas (connected) and when it
+// loses its last one. It runs under a registry lock: it must return at once (hand the news to a
+// goroutine), never wait for I/O. Set it before the registry is used.
+func (r *Registry) OnAgent(f func(agentID int64, connected bool)) {
+	r.onAgent = f
 }
 
 func (r *Registry) stripe(agentID int64) *stripe {
@@ -220,6 +229,9 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 	e.tunnels++
 	if e.tunnels == 1 {
 		r.agents.Add(1)
+		if r.onAgent != nil {
+			r.onAgent(t.agentID, true)
+		}
 	}
 	t.mu.Lock()
 	t.state = TunnelIdle
@@ -326,6 +338,9 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 		e.tunnels--
 		if e.tunnels == 0 {
 			r.agents.Add(-1)
+			if r.onAgent != nil {
+				r.onAgent(t.agentID, false)
+			}
 		}
 		r.forgetIfEmptyLocked(s, t.agentID, e)
 	}

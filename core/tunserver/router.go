@@ -78,7 +78,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	return &Router{
 		cfg:     cfg,
 		metrics: m,
-		gateway: &gatewayHandler{registry: cfg.Registry, findTimeout: cfg.FindTimeout, replayLimit: DefaultReplayLimit, log: cfg.Log},
+		gateway: &gatewayHandler{registry: cfg.Registry, replayLimit: DefaultReplayLimit, log: cfg.Log},
 		log:     cfg.Log,
 	}, nil
 }
@@ -124,66 +124,87 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	start := time.Now()
-	// Read the request while the tunnel is being found: the request info and the first messages then
-	// reach the agent together.
+	// Read the request while the gateway is being found: the request info and the first messages then
+	// leave together.
 	pump := startRequestPump(stream, c.info, r.gateway.replayLimit)
-	gwCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	gw, err := r.cfg.Finder.FindGateway(gwCtx, FindRequest{
+	w := &callerWriter{caller: stream}
+	req := FindRequest{
 		AgentID:     c.agentID,
 		FullMethod:  c.fullMethod,
 		Service:     c.service,
 		Method:      c.method,
 		Metadata:    c.md,
 		FindTimeout: r.cfg.FindTimeout,
-	})
-	if err != nil {
-		var te *findTimeoutError
-		switch {
-		case errors.As(err, &te):
-			r.metrics.aborted(start, true)
-			r.log.Debug("no tunnel found in time", "agent_id", c.agentID, "method", c.fullMethod, "timeout", r.cfg.FindTimeout)
-			return status.Errorf(codes.DeadlineExceeded,
-				"no tunnel to agent %d for %s within %s: the agent is not connected, or does not serve this method",
-				c.agentID, c.fullMethod, r.cfg.FindTimeout)
-		case ctx.Err() != nil:
-			r.metrics.aborted(start, false)
-			return status.FromContextError(ctx.Err()).Err()
-		default:
-			r.metrics.aborted(start, false)
-			return err
+	}
+	for retry := false; ; retry = true {
+		gw, err := r.cfg.Finder.FindGateway(ctx, req)
+		if err != nil {
+			return r.findFailed(ctx, c, start, retry, err)
 		}
-	}
-	r.metrics.found(start)
-	if gw.stream != nil {
-		return forwardToGateway(ctx, stream, gw.stream)
-	}
-	// This kas is the gateway: the call goes straight into the tunnel.
-	defer func() { gw.handle.Done() }()
-	w := callerWriter{caller: stream}
-	sink := func(m *rpc.ConnectRequest) error {
-		switch x := m.GetMsg().(type) {
-		case *rpc.ConnectRequest_Header:
-			return w.header(x.Header)
-		case *rpc.ConnectRequest_Message:
-			return w.message(x.Message)
-		case *rpc.ConnectRequest_Trailer:
-			w.trailer(x.Trailer)
-		case *rpc.ConnectRequest_Error:
-			w.final = agentStatusErr(x.Error)
+		if !retry {
+			r.metrics.found(start)
 		}
-		return nil
+		if gw.stream != nil {
+			err = forwardRemote(ctx, w, gw.stream, pump)
+		} else {
+			err = gw.tunnel.forward(ctx, r.cfg.Registry, pump, w.agentMessage)
+		}
+		gw.Release()
+		if errors.Is(err, errRetryOtherTunnel) {
+			// The tunnel went away before the agent took the call: nothing happened, try again.
+			r.log.Debug("tunnel withdrawn as the call arrived, routing again", "agent_id", c.agentID, "method", c.fullMethod, "gateway", gw.URL)
+			continue
+		}
+		if err != nil {
+			return forwardErr(ctx, err)
+		}
+		return w.final
 	}
-	if err := r.gateway.carry(ctx, c, &gw.handle, gw.tunnel, pump, sink); err != nil {
+}
+
+// findFailed records a failed find and returns the caller's status.
+func (r *Router) findFailed(ctx context.Context, c call, start time.Time, retry bool, err error) error {
+	var te *findTimeoutError
+	timedOut := errors.As(err, &te)
+	if !retry {
+		r.metrics.aborted(start, timedOut)
+	}
+	switch {
+	case timedOut && retry:
+		return status.Errorf(codes.DeadlineExceeded,
+			"the tunnel to agent %d went away as the call arrived, and no other tunnel for %s came within %s",
+			c.agentID, c.fullMethod, r.cfg.FindTimeout)
+	case timedOut:
+		r.log.Debug("no tunnel found in time", "agent_id", c.agentID, "method", c.fullMethod, "timeout", r.cfg.FindTimeout)
+		return status.Errorf(codes.DeadlineExceeded,
+			"no tunnel to agent %d for %s within %s: the agent is not connected, or does not serve this method",
+			c.agentID, c.fullMethod, r.cfg.FindTimeout)
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	default:
 		return err
 	}
-	return w.final
 }
 
 // callerWriter writes the agent's answer to the caller.
 type callerWriter struct {
 	caller grpc.ServerStream
 	final  error
+}
+
+// agentMessage writes one message of the agent's answer (the sink of a local tunnel).
+func (w *callerWriter) agentMessage(m *rpc.ConnectRequest) error {
+	switch x := m.GetMsg().(type) {
+	case *rpc.ConnectRequest_Header:
+		return w.header(x.Header)
+	case *rpc.ConnectRequest_Message:
+		return w.message(x.Message)
+	case *rpc.ConnectRequest_Trailer:
+		w.trailer(x.Trailer)
+	case *rpc.ConnectRequest_Error:
+		w.final = agentStatusErr(x.Error)
+	}
+	return nil
 }
 
 // header sends a non-empty header at once; an empty one goes with the first message, or the answer is
@@ -203,25 +224,20 @@ func (w *callerWriter) trailer(t *rpc.Trailer) {
 	w.caller.SetTrailer(fromAgent(rpc.ValuesToMeta(t.GetMeta())))
 }
 
-// forwardToGateway proxies the caller's stream to the gateway stream that has a tunnel ready.
-func forwardToGateway(ctx context.Context, caller grpc.ServerStream, gw grpc.ClientStream) error {
-	go func() {
-		for {
-			var f grpctool.RawFrame
-			if err := caller.RecvMsg(&f); err != nil {
-				if err == io.EOF {
-					_ = gw.CloseSend()
-				}
-				return // otherwise the call is over and the gateway stream is cancelled
-			}
-			if err := gw.SendMsg(&f); err != nil {
-				return
-			}
-		}
-	}()
+// retryTrailerKey is set by a gateway kas whose tunnel went away before the agent accepted the call:
+// nothing happened, and the routing kas may send the call elsewhere.
+const retryTrailerKey = RoutingHopPrefix + "gateway-retry"
+
+// forwardRemote carries the call through a gateway kas that has a tunnel ready: the request through the
+// pump, the gateway's messages to the caller. It returns errRetryOtherTunnel when the gateway lost its
+// tunnel before the agent accepted the call and the request can be replayed.
+func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *requestPump) error {
+	// A failed attach means the stream is over: its status comes from RecvMsg.
+	_ = pump.attach(&gatewayTarget{cs: gw})
+	defer pump.detach()
 	checker := rpc.NewChecker(rpc.GatewayToRouting)
 	_ = checker.Next(rpc.StateTunnelReady)
-	w := callerWriter{caller: caller}
+	accepted := false
 	for {
 		var m rpc.GatewayResponse
 		err := gw.RecvMsg(&m)
@@ -235,11 +251,21 @@ func forwardToGateway(ctx context.Context, caller grpc.ServerStream, gw grpc.Cli
 			if ctx.Err() != nil {
 				return status.FromContextError(ctx.Err()).Err()
 			}
+			if !accepted && len(gw.Trailer().Get(retryTrailerKey)) > 0 {
+				if pump.detach() {
+					return errRetryOtherTunnel
+				}
+				return status.Error(codes.Unavailable, "the agent's tunnel went away as the call arrived and the request was too large to replay")
+			}
 			return err // the gateway's status, or the transport's
 		}
 		st := rpc.GatewayState(&m)
 		if err := checker.Next(st); err != nil {
 			return status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
+		}
+		if !accepted {
+			accepted = true
+			pump.accept()
 		}
 		switch x := m.GetMsg().(type) {
 		case *rpc.GatewayResponse_Header:
@@ -253,7 +279,7 @@ func forwardToGateway(ctx context.Context, caller grpc.ServerStream, gw grpc.Cli
 		case *rpc.GatewayResponse_Trailer:
 			w.trailer(x.Trailer)
 		case *rpc.GatewayResponse_Error:
-			return agentStatusErr(x.Error)
+			w.final = agentStatusErr(x.Error)
 		}
 	}
 }

@@ -1,0 +1,186 @@
+package tunserver
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// frame is one item of a caller's request: a message, or the half-close.
+type frame struct {
+	data []byte
+	end  bool
+}
+
+// pumpTarget is where a call's request goes: a tunnel of this kas, or the private API stream to a
+// gateway kas.
+type pumpTarget interface {
+	// begin is called once, when the pump attaches, before any frame.
+	begin() error
+	send(f frame) error
+}
+
+// tunnelTarget sends the request into a tunnel: request_info first, then messages and close_send.
+type tunnelTarget struct {
+	t    *Tunnel
+	info *rpc.ConnectResponse
+}
+
+func (tt *tunnelTarget) begin() error { return tt.t.send(tt.info) }
+
+func (tt *tunnelTarget) send(f frame) error {
+	if f.end {
+		return tt.t.send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}})
+	}
+	return tt.t.send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.data}}})
+}
+
+// gatewayTarget sends the request to a gateway kas that was sent StartStreaming.
+type gatewayTarget struct {
+	cs grpc.ClientStream
+}
+
+func (gt *gatewayTarget) begin() error { return nil }
+
+func (gt *gatewayTarget) send(f frame) error {
+	if f.end {
+		return gt.cs.CloseSend()
+	}
+	return gt.cs.SendMsg(&grpctool.RawFrame{Data: f.data})
+}
+
+// requestPump copies the caller's request frames to the current target. It starts reading before a
+// gateway is found, so that the request info and the first messages leave together once one is; until
+// the agent accepts the call (its first message), it keeps what it read, so that the call can move to
+// another tunnel or gateway.
+type requestPump struct {
+	src   grpc.ServerStream
+	info  *rpc.ConnectResponse
+	limit int
+
+	accepted atomic.Bool
+
+	mu         sync.Mutex // serializes sends to the target, in order
+	target     pumpTarget
+	log        []frame
+	logBytes   int
+	replayable bool
+	// attached is signalled on every attach, for a pump that waits with a full log.
+	attached chan struct{}
+}
+
+// startRequestPump starts reading the caller's frames from src. The pump ends when the caller
+// half-closes or the call ends (the handler returns and RecvMsg fails).
+func startRequestPump(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *requestPump {
+	p := &requestPump{
+		src:        src,
+		info:       &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: info}},
+		limit:      limit,
+		replayable: true,
+		attached:   make(chan struct{}, 1),
+	}
+	go p.run()
+	return p
+}
+
+// attachTunnel attaches a tunnel of this kas.
+func (p *requestPump) attachTunnel(t *Tunnel) error {
+	return p.attach(&tunnelTarget{t: t, info: p.info})
+}
+
+// attach sends everything read so far to target, in order; then the pump feeds target.
+func (p *requestPump) attach(target pumpTarget) error {
+	if tt, ok := target.(*tunnelTarget); ok && tt.info == nil {
+		tt.info = p.info
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := target.begin(); err != nil {
+		return err
+	}
+	for _, f := range p.log {
+		if err := target.send(f); err != nil {
+			return err
+		}
+	}
+	p.target = target
+	select {
+	case p.attached <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// detach stops feeding the current target. It reports whether the call can be replayed elsewhere.
+func (p *requestPump) detach() (replayable bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.target = nil
+	return p.replayable
+}
+
+// accept drops the replay log: the agent has the call. It never blocks, so that the response direction
+// never waits for the request direction.
+func (p *requestPump) accept() {
+	p.accepted.Store(true)
+}
+
+func (p *requestPump) run() {
+	ctx := p.src.Context()
+	for {
+		var raw grpctool.RawFrame
+		err := p.src.RecvMsg(&raw)
+		var f frame
+		switch {
+		case err == io.EOF:
+			f.end = true
+		case err != nil:
+			return // the call is over; the forwarder has the outcome
+		default:
+			f.data = raw.Data
+		}
+		p.mu.Lock()
+		// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
+		for p.target == nil && p.replayable && !p.accepted.Load() && p.logBytes+len(f.data) > p.limit && len(p.log) > 0 {
+			p.mu.Unlock()
+			select {
+			case <-p.attached:
+			case <-ctx.Done():
+				return
+			}
+			p.mu.Lock()
+		}
+		p.record(f)
+		if p.target != nil {
+			// A failed send means the target is ending; the forwarder learns why from the other direction.
+			_ = p.target.send(f)
+		}
+		p.mu.Unlock()
+		if f.end {
+			return
+		}
+	}
+}
+
+func (p *requestPump) record(f frame) {
+	if p.accepted.Load() {
+		p.log = nil
+		p.replayable = false
+		return
+	}
+	if !p.replayable {
+		return
+	}
+	p.logBytes += len(f.data)
+	if p.logBytes > p.limit && p.target != nil {
+		p.log = nil
+		p.replayable = false
+		return
+	}
+	p.log = append(p.log, f)
+}
