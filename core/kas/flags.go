@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
@@ -35,11 +36,18 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", DefaultMetricsListen, "address serving /metrics, /healthz and /readyz; empty disables it")
 	tokens := &cli.KeyValues{Form: "ID=TOKEN"}
 	fs.Var(tokens, "agent-token", "an agent `ID=TOKEN` allowed to connect (repeatable)")
-	tokensFile := fs.String("agent-tokens-file", "", "file with one `ID=TOKEN` per line ('#' starts a comment)")
+	tokensFile := fs.String("agent-tokens-file", "", "`FILE` with one ID=TOKEN per line ('#' starts a comment)")
 	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", tunserver.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", DefaultShutdownGrace, "how long calls in flight may run after SIGTERM")
 	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", DefaultMaxMessageSize, "largest routed message in bytes")
+	fs.StringVar(&cfg.PrivateURL, "private-url", "", "URL other kas instances reach this one at, such as grpc://10.0.0.5:8155 (default: grpc:// and the --private-listen address)")
+	secretFile := fs.String("private-api-secret-file", "", "`FILE` with the secret (at least 32 bytes) every kas of a deployment shares; needed for several replicas")
+	redisAddr := fs.String("redis-address", "", "Redis host:port of the tracker that lets several kas replicas find each other's tunnels; empty: this kas is alone")
+	redisPrefix := fs.String("redis-key-prefix", tracker.DefaultKeyPrefix, "prefix of the tracker's Redis keys (one hash per agent: prefix + agent id)")
+	redisPasswordFile := fs.String("redis-password-file", "", "`FILE` with the Redis password")
+	trackerRefresh := fs.Duration("tracker-refresh-period", tracker.DefaultRefreshPeriod, "how often this kas refreshes its tracker records")
+	trackerTTL := fs.Duration("tracker-ttl", tracker.DefaultTTL, "how long a tracker record lives without a refresh (a crashed kas disappears after this)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return Config{}, err
@@ -68,6 +76,39 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	}
 	if cfg.AgentListen == "" {
 		errs = append(errs, errors.New("--agent-listen must not be empty"))
+	}
+	if *secretFile != "" {
+		secret, err := cli.ReadSecretFile(*secretFile)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--private-api-secret-file: %w", err))
+		} else if len(secret) < tunserver.MinPrivateSecretLen {
+			errs = append(errs, fmt.Errorf("--private-api-secret-file: the secret is %d bytes, it must be at least %d", len(secret), tunserver.MinPrivateSecretLen))
+		}
+		cfg.PrivateAPISecret = []byte(secret)
+	}
+	if cfg.PrivateURL != "" {
+		if _, _, err := tunserver.ParsePrivateURL(cfg.PrivateURL); err != nil {
+			errs = append(errs, fmt.Errorf("--private-url: %w", err))
+		}
+	}
+	if *redisAddr != "" {
+		cfg.Redis = &tracker.RedisConfig{
+			Address:       *redisAddr,
+			KeyPrefix:     *redisPrefix,
+			PasswordFile:  *redisPasswordFile,
+			TTL:           *trackerTTL,
+			RefreshPeriod: *trackerRefresh,
+		}
+		if err := cfg.Redis.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		cfg.TrackerRefresh = *trackerRefresh
+		if *secretFile == "" {
+			errs = append(errs, errors.New("--redis-address needs --private-api-secret-file: kas replicas authenticate each other with it"))
+		}
+		if cfg.PrivateListen == "" {
+			errs = append(errs, errors.New("--redis-address needs --private-listen: other replicas reach this kas there"))
+		}
 	}
 	log, err := cli.NewLogger(logOut, *logLevel)
 	if err != nil {

@@ -79,6 +79,8 @@ type Config struct {
 	// alone and routes only to its own tunnels. With a tracker, the private API must listen and
 	// PrivateAPISecret must be set.
 	Tracker tracker.Tracker
+	// Redis, when set and Tracker is nil, makes kas use (and close) a Redis tracker.
+	Redis *tracker.RedisConfig
 	// PrivateURL is how other kas reach this one ("grpc://host:port"). Empty: derived from the private
 	// listener's address.
 	PrivateURL string
@@ -113,7 +115,12 @@ func (c *Config) validate() error {
 	if c.MaxMessageSize < 0 {
 		errs = append(errs, fmt.Errorf("max message size must be positive, got %d", c.MaxMessageSize))
 	}
-	if c.Tracker != nil {
+	if c.Redis != nil && c.Tracker == nil {
+		if err := c.Redis.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.Tracker != nil || c.Redis != nil {
 		if c.PrivateListen == "" && c.PrivateListener == nil {
 			errs = append(errs, errors.New("several kas replicas (a tracker) need the private API listener"))
 		}
@@ -137,6 +144,9 @@ func (c *Config) validate() error {
 	}
 	if c.TrackerRefresh == 0 {
 		c.TrackerRefresh = tracker.DefaultRefreshPeriod
+		if c.Redis != nil {
+			c.TrackerRefresh = c.Redis.WithDefaults().RefreshPeriod
+		}
 	}
 	if c.UnregisterDelay == 0 {
 		c.UnregisterDelay = DefaultUnregisterDelay
@@ -173,6 +183,8 @@ type Server struct {
 	gateways *tunserver.GatewayPool
 	reg      *registrar
 	meter    metric.Meter
+	// ownedTracker is the Redis tracker kas made from Config.Redis, closed at shutdown.
+	ownedTracker interface{ Close() error }
 
 	agentServer   *grpc.Server
 	apiServer     *grpc.Server
@@ -196,6 +208,18 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, metrics: cfg.Metrics}
+	if cfg.Tracker == nil && cfg.Redis != nil {
+		// go-redis logs every failed dial itself; route those lines to debug so that an outage is logged at
+		// a bounded rate (by the registrar) rather than once per attempt.
+		tracker.SetRedisLogger(cfg.Log)
+		r, err := tracker.NewRedis(*cfg.Redis)
+		if err != nil {
+			return nil, fmt.Errorf("redis tracker: %w", err)
+		}
+		s.ownedTracker = r
+		cfg.Tracker = r
+		s.cfg.Tracker = r
+	}
 	if s.metrics == nil {
 		mp, err := metrics.New(metrics.WithRuntimeMetrics())
 		if err != nil {
@@ -481,6 +505,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 		s.finder.Close()
 		if s.gateways != nil {
 			s.gateways.Close()
+		}
+		if s.ownedTracker != nil {
+			_ = s.ownedTracker.Close()
 		}
 		// In-process calls end with the tunnels they use: the registry stopped and the agent server ended
 		// every stream. Bound the wait anyway, so that shutdown never hangs on a handler.

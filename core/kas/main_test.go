@@ -3,9 +3,10 @@ package kas_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/tunnelbench/tunnelbench/internal/testredis"
 )
 
+// TestMain checks for leaked goroutines, giving go-redis's dial probes time to end (see testredis).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	testredis.VerifyTestMain(m)
 }

@@ -86,7 +86,9 @@ func (r *registrar) onAgent(agentID int64, connected bool) {
 	}
 }
 
-// failed counts a failed operation and logs it, at most once per errorLogInterval per operation.
+// failed counts a failed operation and logs it, at most once per errorLogInterval per operation. Any
+// failure may mean the tracker lost records (a Redis restarted without persistence): refresh ours as soon
+// as it answers again rather than at the next period.
 func (r *registrar) failed(op string, err error) {
 	r.errs.Add(context.Background(), 1, metric.WithAttributes(attribute.String("op", op)))
 	r.mu.Lock()
@@ -95,6 +97,7 @@ func (r *registrar) failed(op string, err error) {
 	if logIt {
 		r.lastLog[op] = now
 	}
+	r.needRefresh = true
 	r.mu.Unlock()
 	if logIt {
 		r.log.Warn("tracker operation failed; retrying (local routing is not affected)", "op", op, "err", err)
