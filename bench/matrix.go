@@ -17,15 +17,18 @@ const (
 	PathTunnel Path = "tunnel"
 	// PathTunnelPublic calls through kas's public API over the topology's transport.
 	PathTunnelPublic Path = "tunnel-public"
+	// PathTunnel2Hop calls from inside a kas that holds no tunnel for the agent: the call goes to the kas
+	// that does over the private API (two hops).
+	PathTunnel2Hop Path = "tunnel-2hop"
 )
 
 // ParsePath parses a path name.
 func ParsePath(s string) (Path, error) {
 	switch p := Path(s); p {
-	case PathDirect, PathTunnel, PathTunnelPublic:
+	case PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop:
 		return p, nil
 	}
-	return "", fmt.Errorf("unknown path %q (want direct, tunnel or tunnel-public)", s)
+	return "", fmt.Errorf("unknown path %q (want direct, tunnel, tunnel-public or tunnel-2hop)", s)
 }
 
 // ShapeSpec is a shape with its payload size.
@@ -132,7 +135,7 @@ func containsPath(ps []Path, p Path) bool {
 // DefaultMatrix is the default run.
 func DefaultMatrix() Matrix {
 	return Matrix{
-		Paths: []Path{PathDirect, PathTunnel, PathTunnelPublic},
+		Paths: []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
 		Shapes: []ShapeSpec{
 			{ShapeUnary, 64}, {ShapeUnary, 1 << 10}, {ShapeUnary, 1 << 20},
 			{ShapeServerStream, 64 << 10}, {ShapeBidi, 1 << 10},
@@ -144,8 +147,16 @@ func DefaultMatrix() Matrix {
 // QuickMatrix is the --quick run: the headline cases only.
 func QuickMatrix() Matrix {
 	return Matrix{
-		Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic},
+		Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
 		Shapes:      []ShapeSpec{{ShapeUnary, 64}, {ShapeUnary, 1 << 20}},
 		Concurrency: []int{1, 16},
 	}
+}
+
+// NeedsKas is how many kas instances the matrix needs: two for the two-hop path.
+func (m Matrix) NeedsKas() int {
+	if containsPath(m.Paths, PathTunnel2Hop) {
+		return 2
+	}
+	return 1
 }

@@ -51,6 +51,9 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	started := time.Now()
 	sum := &Summary{Schema: SummarySchema, Env: CollectEnv(started)}
+	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
+		opts.Topology.Kas = opts.Matrix.NeedsKas()
+	}
 	topo, err := StartTopology(ctx, opts.Topology)
 	if err != nil {
 		return nil, fmt.Errorf("start topology: %w", err)
@@ -157,9 +160,16 @@ func caseCall(topo *Topology, c Case) (load.NewCall, error) {
 	switch c.Path {
 	case PathDirect:
 		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
-	case PathTunnel, PathTunnelPublic:
+	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
 		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
+		if c.Path == PathTunnel2Hop {
+			if len(topo.Kas) < 2 {
+				return nil, fmt.Errorf("path %s needs two kas", c.Path)
+			}
+			// Agents connect to kas 0 only; the caller sits inside kas 1.
+			return newCall(c.Spec.Shape, c.Spec.Payload, topo.Tunnel(1, false), meta), nil
+		}
 		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Tunnel(0, c.Path == PathTunnelPublic), meta), nil
 	default:
 		return nil, fmt.Errorf("path %s is not available in this topology", c.Path)

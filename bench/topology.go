@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
@@ -117,6 +119,18 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 	if err != nil {
 		return nil, err
 	}
+	// Several kas share an in-memory tracker and reach each other's private APIs on loopback.
+	var (
+		tr     tracker.Tracker
+		secret []byte
+	)
+	if cfg.Kas > 1 {
+		tr = tracker.NewMemory(0)
+		secret = make([]byte, 32)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, err
+		}
+	}
 	for range cfg.Kas {
 		mp, err := metrics.New()
 		if err != nil {
@@ -128,6 +142,11 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 			MaxConnectionAge: cfg.MaxConnectionAge,
 			MaxMessageSize:   cfg.MaxMessageSize,
 			Metrics:          mp,
+			Tracker:          tr,
+			PrivateAPISecret: secret,
+		}
+		if tr != nil {
+			kc.PrivateListen = "127.0.0.1:0"
 		}
 		var apiDial func(context.Context, string) (net.Conn, error)
 		switch cfg.Transport {
