@@ -82,4 +82,3 @@ func TestTrackerEntriesOfDeadKasExpire(t *testing.T) {
 		return err == nil && len(urls) == 0
 	}, "the record of a dead kas did not expire")
 }
-

@@ -123,14 +123,14 @@ type Agent struct {
 	health   *health.Server
 	metrics  *agentMetrics
 
-	mu         sync.Mutex
-	started    bool
-	stopped    bool
-	upstreams  map[string]grpc.ClientConnInterface
+	mu        sync.Mutex
+	started   bool
+	stopped   bool
+	upstreams map[string]grpc.ClientConnInterface
 	// descriptorMsg is the first message of every tunnel, encoded once.
 	descriptorMsg []byte
-	pool       *pool
-	serveDone  chan struct{}
+	pool          *pool
+	serveDone     chan struct{}
 }
 
 // New returns an agent whose in-memory server already serves gRPC health and server reflection.

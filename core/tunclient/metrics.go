@@ -25,7 +25,6 @@ var (
 	stateBusy       = metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
 )
 
-
 // newAgentMetrics registers the agent's metrics; stats is read at each collection, so that the pool's
 // hot path records nothing.
 func newAgentMetrics(m metric.Meter, stats func() Stats) (*agentMetrics, error) {

@@ -24,8 +24,8 @@ type AgentAPI struct {
 	auth        AgentAuthenticator
 	registry    *Registry
 	descriptors descriptorCache
-	maxAge   time.Duration
-	log      *slog.Logger
+	maxAge      time.Duration
+	log         *slog.Logger
 }
 
 // NewAgentAPI returns the Connect handler. maxConnectionAge > 0 gives every tunnel stream its own

@@ -90,11 +90,11 @@ type FinderConfig struct {
 	SelfURL string
 	Dialer  GatewayDialer
 	// Zero values mean the defaults above.
-	TrackerPoll                    time.Duration
-	Stagger                        time.Duration
-	BackoffMin, BackoffMax         time.Duration
-	Log                            *slog.Logger
-	OnTrackerError                 func(error)
+	TrackerPoll            time.Duration
+	Stagger                time.Duration
+	BackoffMin, BackoffMax time.Duration
+	Log                    *slog.Logger
+	OnTrackerError         func(error)
 }
 
 // Finder finds gateways: this kas first (in memory), then every kas the tracker lists for the agent,
