@@ -53,6 +53,12 @@ type Result struct {
 	AllocsPerCall float64
 	// Offered is the rate the generator tried to send at (open loop); zero for a closed loop.
 	Offered float64
+	// Missed counts calls an open loop's schedule asked for that had not started when the run ended,
+	// because every worker was busy: the target could not keep up with Offered. Zero for a closed loop.
+	Missed int64
+	// ByHTTPStatus counts HTTP responses by status code (0: no response, such as a refused connection
+	// or a timeout); nil for gRPC generators. ByCode holds the same outcomes mapped to gRPC codes.
+	ByHTTPStatus map[int]int64
 }
 
 // CallsPerSecond is the achieved rate.
@@ -137,6 +143,13 @@ func (r *Result) Add(o *Result) {
 	r.Errors += o.Errors
 	r.Bytes += o.Bytes
 	r.Elapsed += o.Elapsed
+	r.Missed += o.Missed
+	for s, n := range o.ByHTTPStatus {
+		if r.ByHTTPStatus == nil {
+			r.ByHTTPStatus = map[int]int64{}
+		}
+		r.ByHTTPStatus[s] += n
+	}
 	for c, n := range o.ByCode {
 		if r.ByCode == nil {
 			r.ByCode = map[codes.Code]int64{}
