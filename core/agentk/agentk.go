@@ -35,6 +35,9 @@ type Config struct {
 	MetricsListen string
 	// NoDemo leaves the built-in demo service out.
 	NoDemo bool
+	// Expose maps a gRPC service name to the address of a plaintext gRPC server next to the agent: the
+	// agent advertises the service with all its methods and forwards its calls there as raw frames.
+	Expose map[string]string
 	// DialOptions are added to the connection to kas.
 	DialOptions []grpc.DialOption
 	Log         *slog.Logger
@@ -42,8 +45,9 @@ type Config struct {
 
 // Agentk is one running agent process.
 type Agentk struct {
-	cfg     Config
-	conn    *grpc.ClientConn
+	cfg       Config
+	conn      *grpc.ClientConn
+	upstreams []*upstreamConn
 	agent   *tunclient.Agent
 	metrics *metrics.Provider
 	http    *http.Server
@@ -91,7 +95,21 @@ func New(cfg Config) (*Agentk, error) {
 	if !cfg.NoDemo {
 		demo.Register(a)
 	}
-	return &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp}, nil
+	k := &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp}
+	for svc, addr := range cfg.Expose {
+		up, err := dialUpstream(addr, a.MaxMessageSize())
+		if err == nil {
+			err = a.Expose(svc, up)
+		}
+		if err != nil {
+			k.closeUpstreams()
+			a.Stop(context.Background())
+			_ = conn.Close()
+			return nil, fmt.Errorf("expose %s=%s: %w", svc, addr, err)
+		}
+		k.upstreams = append(k.upstreams, up)
+	}
+	return k, nil
 }
 
 // Agent is the tunnel agent: register more services on it before Start.
@@ -144,6 +162,7 @@ func (k *Agentk) MetricsAddr() net.Addr {
 func (k *Agentk) Stop(ctx context.Context) {
 	k.agent.Stop(ctx)
 	_ = k.conn.Close()
+	k.closeUpstreams()
 	k.stopHTTP()
 	_ = k.metrics.Shutdown(context.Background())
 	k.cfg.Log.Info("agentk stopped")
@@ -154,4 +173,10 @@ func (k *Agentk) stopHTTP() {
 		_ = k.http.Close()
 	}
 	k.wg.Wait()
+}
+
+func (k *Agentk) closeUpstreams() {
+	for _, u := range k.upstreams {
+		_ = u.Close()
+	}
 }

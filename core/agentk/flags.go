@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"strings"
 
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
@@ -33,6 +35,8 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Pool.MaxMessageSize, "max-message-size", tunclient.DefaultMaxMessageSize, "largest proxied message in bytes")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving /metrics, /healthz and /readyz, for example 127.0.0.1:8152; empty disables it")
 	fs.BoolVar(&cfg.NoDemo, "no-demo", false, "do not serve the built-in demo service")
+	expose := &cli.KeyValues{Form: "SERVICE=ADDR"}
+	fs.Var(expose, "expose", "serve gRPC `SERVICE=ADDR` through the tunnel: every call of SERVICE (full name, e.g. my.pkg.Greeter) goes to the plaintext gRPC server at ADDR (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return Config{}, err
@@ -69,6 +73,21 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	}
 	if cfg.Pool.MaxIdleTime <= 0 {
 		errs = append(errs, fmt.Errorf("--max-idle-time must be positive, got %s", cfg.Pool.MaxIdleTime))
+	}
+	for _, p := range expose.Pairs {
+		if cfg.Expose == nil {
+			cfg.Expose = map[string]string{}
+		}
+		if _, dup := cfg.Expose[p[0]]; dup {
+			errs = append(errs, fmt.Errorf("--expose: service %s given twice", p[0]))
+		}
+		if strings.Contains(p[0], "/") {
+			errs = append(errs, fmt.Errorf("--expose: %q is not a full service name such as my.pkg.Greeter", p[0]))
+		}
+		if _, _, err := net.SplitHostPort(p[1]); err != nil {
+			errs = append(errs, fmt.Errorf("--expose %s: address %q is not host:port", p[0], p[1]))
+		}
+		cfg.Expose[p[0]] = p[1]
 	}
 	log, err := cli.NewLogger(logOut, *logLevel)
 	if err != nil {

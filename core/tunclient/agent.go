@@ -271,3 +271,8 @@ func (a *Agent) target(service string) grpc.ClientConnInterface {
 	}
 	return a.local
 }
+
+// MaxMessageSize is the largest message the agent proxies.
+func (a *Agent) MaxMessageSize() int {
+	return a.cfg.MaxMessageSize
+}
