@@ -104,6 +104,12 @@ func (a *routingAcc) finish() *Routing {
 	if a.counts != nil {
 		r.P50us = bucketQuantile(0.50, a.bounds, a.counts) * 1e6
 		r.P99us = bucketQuantile(0.99, a.bounds, a.counts) * 1e6
+		r.BucketBoundsS = a.bounds[:len(a.bounds)-1] // the last bound is +Inf
+		prev := uint64(0)
+		for _, c := range a.counts {
+			r.BucketCounts = append(r.BucketCounts, c-prev)
+			prev = c
+		}
 	}
 	return r
 }

@@ -43,11 +43,16 @@ type Latency struct {
 	Max  int64 `json:"max"`
 }
 
-// Routing is what the routing kas recorded during a case.
+// Routing is what the routing kas recorded during a case. Percentiles are estimated from the
+// tunnel_routing_duration histogram's buckets, as Prometheus's histogram_quantile does.
 type Routing struct {
 	P50us    float64 `json:"p50_us"`
 	P99us    float64 `json:"p99_us"`
 	Timeouts int64   `json:"timeouts"`
+	// BucketBoundsS are the histogram's finite upper bounds in seconds; BucketCounts has one count per
+	// bucket (not cumulative), plus one for routings above the last bound.
+	BucketBoundsS []float64 `json:"bucket_bounds_s,omitempty"`
+	BucketCounts  []uint64  `json:"bucket_counts,omitempty"`
 }
 
 // Ratio compares a tunneled case with its direct pair: tunnel / direct.

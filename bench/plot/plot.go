@@ -55,6 +55,7 @@ var Figures = []Figure{
 	{Name: "latency", Make: Latency},
 	{Name: "ratio", Make: Ratios},
 	{Name: "routing", Make: Routing},
+	{Name: "routing-histogram", Make: RoutingHistogramOf},
 	{Name: "scale-heap", Make: ScaleHeap},
 	{Name: "scale-goroutines", Make: ScaleGoroutines},
 	{Name: "scale-connect", Make: ScaleConnect},

@@ -165,8 +165,8 @@ func TestWritePNGAndPDF(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 6 {
-		t.Fatalf("wrote %v, want latency, ratio and routing, each as PNG and PDF", files)
+	if len(files) != 8 {
+		t.Fatalf("wrote %v, want latency, ratio, routing and routing-histogram, each as PNG and PDF", files)
 	}
 	for _, f := range files {
 		if filepath.Ext(f) == ".pdf" {

@@ -2,6 +2,8 @@ package plot
 
 import (
 	"fmt"
+
+	"github.com/tunnelbench/tunnelbench/bench"
 	"strconv"
 	"time"
 )
@@ -9,9 +11,6 @@ import (
 // RoutingBuckets is one case's tunnel_routing_duration histogram: Counts[i] routings took at most
 // BoundsS[i] seconds (and more than the bound before); the last count, one more than the bounds, is
 // for routings above the last bound. Counts are per bucket, not cumulative.
-//
-// bench.Summary does not hold buckets yet (only estimated p50 and p99 in bench.Routing), so no Figure
-// uses this; RoutingHistogram is ready for when it does.
 type RoutingBuckets struct {
 	Case    string
 	BoundsS []float64
@@ -64,4 +63,23 @@ func seconds(s float64) string {
 		return strconv.FormatFloat(s*1000, 'f', -1, 64) + "ms"
 	}
 	return strconv.FormatFloat(s, 'f', -1, 64) + "s"
+}
+
+// RoutingHistogramOf draws the routing histograms of the summary's tunneled cases at the highest
+// concurrency (one bar group per case would be unreadable across the whole matrix).
+func RoutingHistogramOf(s *bench.Summary) (*Chart, error) {
+	top := 0
+	for _, c := range s.Cases {
+		if c.Routing != nil && len(c.Routing.BucketCounts) > 0 {
+			top = max(top, c.Concurrency)
+		}
+	}
+	var cases []RoutingBuckets
+	for _, c := range s.Cases {
+		if c.Routing == nil || len(c.Routing.BucketCounts) == 0 || c.Concurrency != top {
+			continue
+		}
+		cases = append(cases, RoutingBuckets{Case: c.Name, BoundsS: c.Routing.BucketBoundsS, Counts: c.Routing.BucketCounts})
+	}
+	return RoutingHistogram(cases)
 }
