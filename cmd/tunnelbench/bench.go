@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/bench/plot"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
@@ -40,6 +42,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	duration := fs.Duration("duration", 0, "timed run per case (default 4s, 1s with --quick)")
 	rounds := fs.Int("rounds", bench.DefaultRounds, "turns per case: the paths of a group alternate this many times so that pairs see the same noise")
 	transport := fs.String("transport", string(bench.TransportTCP), "how callers and agents reach kas: tcp or bufconn")
+	scale := fs.String("scale", "", "comma-separated agent counts for the scale case (default 1000,5000,10000; 200,1000 with --quick); none skips it")
+	compare := fs.String("compare", "", "an earlier run's directory (or summary.json): print what changed and flag regressions beyond this run's noise")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
@@ -111,6 +115,32 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if t := bench.Transport(*transport); t != bench.TransportTCP && t != bench.TransportBufconn {
 		errs = append(errs, fmt.Errorf("--transport %q: want tcp or bufconn", *transport))
 	}
+	scaleSteps := bench.DefaultScaleSteps
+	if *quick {
+		scaleSteps = []int{200, 1000}
+	}
+	switch *scale {
+	case "":
+	case "none":
+		scaleSteps = nil
+	default:
+		scaleSteps = nil
+		for _, s := range split(*scale) {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 || n > 9000 && n != 10000 && n > 10000 {
+				errs = append(errs, fmt.Errorf("--scale: %q is not an agent count between 1 and 10000", s))
+				continue
+			}
+			scaleSteps = append(scaleSteps, n)
+		}
+	}
+	var old *bench.Summary
+	if *compare != "" {
+		var err error
+		if old, err = bench.ReadSummary(*compare); err != nil {
+			errs = append(errs, fmt.Errorf("--compare: %w", err))
+		}
+	}
 	if len(errs) > 0 {
 		return cli.UsageError{Err: errors.Join(errs...)}
 	}
@@ -122,38 +152,78 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	opts.Progress = progressPrinter(stderr)
 	sum, err := bench.Run(ctx, opts)
-	if sum != nil && len(sum.Cases) > 0 {
-		if werr := write(*out, sum); werr != nil {
+	if err == nil && len(scaleSteps) > 0 {
+		sum.Scale, err = bench.RunScale(ctx, bench.ScaleOptions{
+			Steps:         scaleSteps,
+			AgentsCommand: agentsCommand(),
+			Progress:      func(s string) { fmt.Fprintln(stderr, s) },
+		})
+	}
+	if sum != nil && (len(sum.Cases) > 0 || len(sum.Scale) > 0) {
+		sum.Env.Quick = *quick
+		files, werr := write(*out, sum)
+		if werr != nil {
 			return werr
 		}
 		fmt.Fprintln(stdout)
 		if terr := bench.WriteTable(stdout, sum); terr != nil {
 			return terr
 		}
-		fmt.Fprintf(stdout, "\nwrote %s and %s\n", filepath.Join(*out, "summary.json"), filepath.Join(*out, "report.md"))
+		if old != nil {
+			fmt.Fprintf(stdout, "\nCompared with %s:\n", *compare)
+			c := bench.Compare(old, sum)
+			if terr := bench.WriteComparisonTable(stdout, c); terr != nil {
+				return terr
+			}
+			if n := len(c.Regressions()); n > 0 && err == nil {
+				err = fmt.Errorf("%d regressions beyond this run's noise (see the table above)", n)
+			}
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(files, ", "))
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("interrupted; the cases that finished are in %s", *out)
+			return fmt.Errorf("interrupted; what finished is in %s", *out)
 		}
 		return err
 	}
 	return nil
 }
 
-func write(dir string, sum *bench.Summary) error {
-	if err := sum.WriteJSON(dir); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "report.md"))
+// agentsCommand runs a scale step's agents in a child process of this very binary, so that the agents'
+// heap is measured apart from kas's.
+func agentsCommand() func(kasAddr string, count, tunnels int) *exec.Cmd {
+	self, err := os.Executable()
 	if err != nil {
-		return err
+		return nil // agents then share this process
+	}
+	return func(kasAddr string, count, tunnels int) *exec.Cmd {
+		return exec.Command(self, "scale-agents", "--kas-address", kasAddr, "--count", strconv.Itoa(count), "--tunnels", strconv.Itoa(tunnels))
+	}
+}
+
+// write writes summary.json, report.md and the plots, and returns the files written.
+func write(dir string, sum *bench.Summary) ([]string, error) {
+	if err := sum.WriteJSON(dir); err != nil {
+		return nil, err
+	}
+	files := []string{filepath.Join(dir, "summary.json"), filepath.Join(dir, "report.md")}
+	f, err := os.Create(files[1])
+	if err != nil {
+		return nil, err
 	}
 	if err := bench.WriteMarkdown(f, sum); err != nil {
 		f.Close()
-		return err
+		return nil, err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	plots, err := plot.WriteAll(filepath.Join(dir, "plots"), sum)
+	if err != nil {
+		return nil, fmt.Errorf("plots: %w", err)
+	}
+	return append(files, plots...), nil
 }
 
 func split(s string) []string {

@@ -34,6 +34,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "scale-agents":
+		return runScaleAgents(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil
