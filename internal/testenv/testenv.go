@@ -43,6 +43,8 @@ type Options struct {
 	Kas func(*kas.Config)
 	// Agent adjusts each agent's config before it starts.
 	Agent func(id int64, c *tunclient.Config)
+	// Register registers extra services on each agent before it starts.
+	Register func(id int64, a *tunclient.Agent)
 	// AgentDial adds dial options to each agent's connection to kas.
 	AgentDial []grpc.DialOption
 	// CallerDial adds dial options to the public API client.
@@ -183,6 +185,9 @@ func (e *Env) StartAgent(id int64) *AgentEnv {
 		t.Fatal(err)
 	}
 	svc := testsvc.Register(a)
+	if e.opts.Register != nil {
+		e.opts.Register(id, a)
+	}
 	if err := a.Start(); err != nil {
 		t.Fatal(err)
 	}

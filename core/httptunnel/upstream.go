@@ -1,0 +1,302 @@
+package httptunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// Upstream is the agent side: it serves HTTPTunnel by forwarding every exchange to one local HTTP
+// server, streaming both bodies. Close it when the agent stops.
+type Upstream struct {
+	UnimplementedHTTPTunnelServer
+
+	base  *url.URL
+	name  string // base, redacted, for messages
+	opts  options
+	owned *http.Transport // closed by Close when the client is ours
+}
+
+// NewUpstream returns the service that forwards exchanges to base, an http or https URL; the request
+// path is appended to base's path and the query to base's query.
+func NewUpstream(base *url.URL, opts ...Option) (*Upstream, error) {
+	if base == nil {
+		return nil, errors.New("http upstream: URL is required")
+	}
+	var errs []error
+	if base.Scheme != "http" && base.Scheme != "https" {
+		errs = append(errs, fmt.Errorf("scheme must be http or https, got %q", base.Scheme))
+	}
+	if base.Host == "" {
+		errs = append(errs, errors.New("host is required"))
+	}
+	if base.Fragment != "" {
+		errs = append(errs, errors.New("a fragment is not allowed"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("http upstream %s: %w", base.Redacted(), errors.Join(errs...))
+	}
+	u := &Upstream{base: base, name: base.Redacted(), opts: newOptions(opts)}
+	if u.opts.client == nil {
+		u.owned = newUpstreamTransport()
+		u.opts.client = &http.Client{
+			Transport: u.owned,
+			// The caller sees redirects; following them here would hide them.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	return u, nil
+}
+
+// Register registers an Upstream for base on r (a *tunclient.Agent, before Start) and returns it.
+func Register(r grpc.ServiceRegistrar, base *url.URL, opts ...Option) (*Upstream, error) {
+	u, err := NewUpstream(base, opts...)
+	if err != nil {
+		return nil, err
+	}
+	RegisterHTTPTunnelServer(r, u)
+	return u, nil
+}
+
+// newUpstreamTransport is a transport that streams: no compression (bodies pass as they are), no proxy
+// from the environment, bounded response headers, no overall timeout (responses may stream for long).
+func newUpstreamTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:            (&net.Dialer{Timeout: DefaultUpstreamDialTimeout, KeepAlive: DefaultUpstreamIdleTimeout}).DialContext,
+		ForceAttemptHTTP2:      true,
+		TLSHandshakeTimeout:    DefaultUpstreamDialTimeout,
+		MaxIdleConns:           DefaultUpstreamIdleConns,
+		MaxIdleConnsPerHost:    DefaultUpstreamIdleConns,
+		IdleConnTimeout:        DefaultUpstreamIdleTimeout,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: DefaultMaxHeaderBytes,
+	}
+}
+
+// Close closes idle upstream connections of the client Upstream created. Exchanges in flight go on.
+func (u *Upstream) Close() {
+	if u.owned != nil {
+		u.owned.CloseIdleConnections()
+	}
+}
+
+// Exchange forwards one exchange. A failure before the response header is Unavailable naming the
+// upstream; a failure after it is an error status too, so that kas aborts the client's response instead
+// of ending it as if complete.
+func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	// An empty header accepts the call at once: kas stops keeping the request for a replay on another
+	// tunnel, which it would otherwise do until the upstream answered.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
+	checker := rpc.NewChecker(RequestOrder)
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	if err := checker.Next(RequestState(first)); err != nil {
+		return err
+	}
+	hdr := first.GetHeader()
+	log := u.opts.log.With("method", hdr.GetMethod(), "path", hdr.GetPath())
+	// kas -> upstream: the request body through a pipe, as it arrives. The reader keeps reading after
+	// the body ended (or the upstream stopped reading it), to check the order of what kas sends.
+	pr, pw := io.Pipe()
+	body := io.ReadCloser(pr)
+	if hdr.GetContentLength() == 0 {
+		body = http.NoBody
+	}
+	req, err := u.newRequest(ctx, hdr, body)
+	if err != nil {
+		return err
+	}
+	var (
+		readMu    sync.Mutex
+		violation error
+	)
+	go func() {
+		err := readRequestBody(stream, &checker, hdr.GetContentLength(), pw)
+		if s, ok := status.FromError(err); ok && s.Code() == codes.InvalidArgument {
+			log.Warn("kas broke the http tunnel protocol", "err", err)
+			readMu.Lock()
+			violation = err
+			readMu.Unlock()
+			cancel()
+		}
+	}()
+	defer func() {
+		// Wake a reader blocked writing the body. The reader itself ends with the call, once this handler
+		// returns; it cannot be waited for here, as kas ends its side only after this answer is complete.
+		_ = pr.CloseWithError(errors.New("exchange over"))
+	}()
+	failure := func(err error) error {
+		readMu.Lock()
+		v := violation
+		readMu.Unlock()
+		switch {
+		case v != nil:
+			return v
+		case stream.Context().Err() != nil:
+			return status.FromContextError(stream.Context().Err()).Err()
+		default:
+			return err
+		}
+	}
+
+	resp, err := u.opts.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		log.Debug("upstream failed", "err", err)
+		return failure(status.Errorf(codes.Unavailable, "upstream %s: %s %s: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(err.Error())))
+	}
+	defer func() { _ = resp.Body.Close() }()
+	err = stream.Send(&HTTPResponse{Msg: &HTTPResponse_Header_{Header: &HTTPResponse_Header{
+		StatusCode:    int32(resp.StatusCode),
+		Header:        toWire(cleanHeader(resp.Header)),
+		ContentLength: resp.ContentLength,
+		ProtoMajor:    int32(resp.ProtoMajor),
+		ProtoMinor:    int32(resp.ProtoMinor),
+	}}})
+	if err != nil {
+		return failure(err)
+	}
+	buf := make([]byte, u.opts.chunkSize)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			// A message must not change after Send (stats handlers may hold it): each chunk is its own.
+			chunk := make([]byte, n)
+			copy(chunk, buf[:n])
+			if err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_Body{Body: &BodyChunk{Data: chunk}}}); err != nil {
+				return failure(err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			log.Debug("upstream response body failed", "err", rerr)
+			return failure(status.Errorf(codes.Unavailable, "upstream %s: %s %s: response body: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(rerr.Error())))
+		}
+	}
+	end := &HTTPResponse_End{Trailer: toWire(cleanHeader(resp.Trailer))}
+	if err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_End_{End: end}}); err != nil {
+		return failure(err)
+	}
+	return nil
+}
+
+// newRequest is the upstream request for hdr.
+func (u *Upstream) newRequest(ctx context.Context, hdr *HTTPRequest_Header, body io.ReadCloser) (*http.Request, error) {
+	target, err := u.target(hdr.GetPath(), hdr.GetRawQuery())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "request path %q: %v", truncate(hdr.GetPath(), 128), err)
+	}
+	req, err := http.NewRequestWithContext(ctx, hdr.GetMethod(), u.base.String(), nil)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "request method %q: %v", truncate(hdr.GetMethod(), 32), err)
+	}
+	req.URL = target // exactly as built, escaping included
+	req.Body = body
+	req.ContentLength = max(hdr.GetContentLength(), -1)
+	req.Header = cleanHeader(fromWire(hdr.GetHeader()))
+	if _, ok := req.Header["User-Agent"]; !ok {
+		req.Header.Set("User-Agent", "") // do not let the client add its own
+	}
+	if h := hdr.GetHost(); h != "" && req.Header.Get("X-Forwarded-Host") == "" {
+		req.Header.Set("X-Forwarded-Host", h)
+	}
+	return req, nil
+}
+
+// target joins the upstream's base URL and an escaped request path and query.
+func (u *Upstream) target(escapedPath, rawQuery string) (*url.URL, error) {
+	if !strings.HasPrefix(escapedPath, "/") {
+		return nil, errors.New("must start with /")
+	}
+	path, err := url.PathUnescape(escapedPath)
+	if err != nil {
+		return nil, err
+	}
+	t := *u.base
+	t.Path = strings.TrimSuffix(u.base.Path, "/") + path
+	t.RawPath = strings.TrimSuffix(u.base.EscapedPath(), "/") + escapedPath
+	switch {
+	case u.base.RawQuery == "":
+		t.RawQuery = rawQuery
+	case rawQuery != "":
+		t.RawQuery = u.base.RawQuery + "&" + rawQuery
+	}
+	return &t, nil
+}
+
+// readRequestBody copies the body kas sends into pw, then reads on until kas ends the stream, checking
+// the order. It closes pw: cleanly at the end of a body of the announced length, with an error
+// otherwise, so that the upstream never takes a truncated body for a complete one. It returns nil at a
+// clean end, an InvalidArgument status for a protocol violation, or the stream's error.
+func readRequestBody(stream HTTPTunnel_ExchangeServer, checker *rpc.Checker, contentLength int64, pw *io.PipeWriter) (err error) {
+	defer func() {
+		if err != nil {
+			_ = pw.CloseWithError(err)
+		}
+	}()
+	var got int64
+	writing := contentLength != 0
+	for {
+		m, err := stream.Recv()
+		if err == io.EOF {
+			return checker.Next(rpc.StateEOF)
+		}
+		if err != nil {
+			return err
+		}
+		if err := checker.Next(RequestState(m)); err != nil {
+			return err
+		}
+		switch x := m.GetMsg().(type) {
+		case *HTTPRequest_Body:
+			got += int64(len(x.Body.GetData()))
+			if contentLength >= 0 && got > contentLength {
+				return status.Errorf(codes.InvalidArgument, "request body is longer than its content length %d", contentLength)
+			}
+			// Once the upstream stops reading (it answered early), the rest is read and dropped.
+			if writing {
+				if _, err := pw.Write(x.Body.GetData()); err != nil {
+					writing = false
+				}
+			}
+		case *HTTPRequest_End_:
+			if contentLength >= 0 && got != contentLength {
+				return status.Errorf(codes.InvalidArgument, "request body has %d bytes, its content length is %d", got, contentLength)
+			}
+			_ = pw.Close()
+			writing = false
+		}
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+var _ HTTPTunnelServer = (*Upstream)(nil)
