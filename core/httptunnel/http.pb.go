@@ -69,7 +69,7 @@ func (x *HeaderValues) GetValue() []string {
 	return nil
 }
 
-// BodyChunk is a piece of a body, in order. Chunks are bounded (32 KiB by default).
+// BodyChunk is a piece of a body, in order. Chunks are bounded (31 KiB by default).
 type BodyChunk struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
