@@ -31,6 +31,8 @@ type Options struct {
 	Topology TopologyConfig
 	// Progress, when set, is told about each case as it starts.
 	Progress func(Progress)
+	// Metrics, when set, serves the run live: the harness's series by case, and the topology's kas.
+	Metrics *MetricsServer
 }
 
 // Progress is where a run is.
@@ -63,6 +65,11 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		defer cancel()
 		topo.Close(cctx)
 	}()
+	if opts.Metrics != nil {
+		for i, mp := range topo.Metrics {
+			defer opts.Metrics.Attach("kas", fmt.Sprint(i), mp.Registry())()
+		}
+	}
 
 	total := 0
 	for _, g := range groups {
@@ -130,6 +137,9 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 	for range rounds {
 		for i, c := range cases {
 			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: slice}
+			if opts.Metrics != nil {
+				gen.Observer = scenarioObserver{m: opts.Metrics.Metrics, scenario: c.Name()}
+			}
 			before := snapshotRouting(topo.Metrics)
 			res, err := gen.Run(ctx, calls[i])
 			if err != nil {

@@ -15,6 +15,8 @@ type ClosedLoop struct {
 	Duration time.Duration
 	// MaxCalls stops the timed run after this many calls in total; zero means no limit.
 	MaxCalls int64
+	// Observer, when set, sees every timed call.
+	Observer Observer
 }
 
 // Run implements Generator.
@@ -31,6 +33,7 @@ func (c ClosedLoop) Run(ctx context.Context, newCall NewCall) (*Result, error) {
 	rs := make([]*recorder, c.Workers)
 	for i := range rs {
 		rs[i] = newRecorder()
+		rs[i].obs = c.Observer
 	}
 	before := mallocs()
 	elapsed := c.phase(ctx, newCall, c.Duration, c.MaxCalls, rs)
@@ -67,6 +70,9 @@ func (c ClosedLoop) phase(ctx context.Context, newCall NewCall, d time.Duration,
 			defer wg.Done()
 			call := newCall()
 			for ctx.Err() == nil && time.Now().Before(deadline) && take() {
+				if rs != nil && c.Observer != nil {
+					c.Observer.Offered(1)
+				}
 				t0 := time.Now()
 				n, err := call(ctx)
 				if rs != nil && ctx.Err() == nil {

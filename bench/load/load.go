@@ -82,12 +82,22 @@ func (r *Result) Quantile(q float64) int64 {
 	return r.Latency.ValueAtQuantile(q)
 }
 
+// Observer sees calls as they happen, for live metrics (the harness's /metrics). It must be cheap and
+// safe for concurrent use: workers call it on their hot path.
+type Observer interface {
+	// Offered counts calls the generator means to send.
+	Offered(n int)
+	// Call is one finished, recorded call.
+	Call(d time.Duration, code codes.Code)
+}
+
 // recorder is one worker's share of a result; workers merge theirs at the end, so the hot path takes no
 // lock.
 type recorder struct {
 	calls, errors, bytes int64
 	byCode               map[codes.Code]int64
 	hist                 *hdrhistogram.Histogram
+	obs                  Observer
 }
 
 func newRecorder() *recorder {
@@ -101,6 +111,9 @@ func (r *recorder) record(d time.Duration, n int, err error) {
 	r.byCode[code]++
 	if err != nil {
 		r.errors++
+	}
+	if r.obs != nil {
+		r.obs.Call(d, code)
 	}
 	us := d.Microseconds()
 	if us < histMin {

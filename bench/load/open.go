@@ -34,6 +34,8 @@ type OpenLoop struct {
 	Warmup   time.Duration
 	// MaxInFlight bounds the calls running at once; zero means DefaultMaxInFlight.
 	MaxInFlight int
+	// Observer, when set, sees every scheduled call (offered) and every timed call.
+	Observer Observer
 }
 
 // Run implements Generator.
@@ -95,6 +97,7 @@ func (o OpenLoop) phase(ctx context.Context, newCall NewCall, d time.Duration, r
 		var r *recorder
 		if record {
 			r = newRecorder()
+			r.obs = o.Observer
 			rs = append(rs, r)
 		}
 		wg.Add(1)
@@ -128,6 +131,9 @@ schedule:
 			break
 		}
 		due := start.Add(at)
+		if record && o.Observer != nil {
+			o.Observer.Offered(1)
+		}
 		if w := time.Until(due); w > 0 {
 			wait.Reset(w)
 			select {

@@ -43,6 +43,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rounds := fs.Int("rounds", bench.DefaultRounds, "turns per case: the paths of a group alternate this many times so that pairs see the same noise")
 	transport := fs.String("transport", string(bench.TransportTCP), "how callers and agents reach kas: tcp or bufconn")
 	scale := fs.String("scale", "", "comma-separated agent counts for the scale case (default 1000,5000,10000; 200,1000 with --quick); none skips it")
+	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics (tunnelbench_* and the in-process kas's tunnel_*) for Prometheus at this address, e.g. "+bench.DefaultMetricsListen+" (the dashboards' default)")
 	compare := fs.String("compare", "", "an earlier run's directory (or summary.json): print what changed and flag regressions beyond this run's noise")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
@@ -151,6 +152,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("create %s: %w", *out, err)
 	}
 	opts.Progress = progressPrinter(stderr)
+	if *metricsListen != "" {
+		ms, err := bench.StartMetricsServer(*metricsListen)
+		if err != nil {
+			return err
+		}
+		defer ms.Close()
+		opts.Metrics = ms
+		fmt.Fprintf(stderr, "serving metrics on http://%s/metrics\n", ms.Addr())
+	}
 	sum, err := bench.Run(ctx, opts)
 	if err == nil && len(scaleSteps) > 0 {
 		sum.Scale, err = bench.RunScale(ctx, bench.ScaleOptions{
