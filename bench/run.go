@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
 	"github.com/tunnelbench/tunnelbench/bench/load"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
@@ -33,7 +35,19 @@ type Options struct {
 	Progress func(Progress)
 	// Metrics, when set, serves the run live: the harness's series by case, and the topology's kas.
 	Metrics *MetricsServer
+	// HTTPRate, when positive, adds the HTTP cases: vegeta at this rate (requests/s) against the same
+	// upstream directly and through kas's HTTP listener.
+	HTTPRate float64
 }
+
+// DefaultHTTPRate is the rate of the HTTP cases.
+const DefaultHTTPRate = 500
+
+// HTTP case paths.
+const (
+	PathHTTPDirect Path = "http-direct"
+	PathHTTPTunnel Path = "http-tunnel"
+)
 
 // Progress is where a run is.
 type Progress struct {
@@ -100,6 +114,16 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			sum.Cases = append(sum.Cases, *res)
 		}
 		done += len(g.Paths)
+	}
+	if opts.HTTPRate > 0 && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel))) {
+		if opts.Progress != nil {
+			opts.Progress(Progress{Done: done, Total: total, Case: httpCaseName(opts.HTTPRate, "*"), Left: perCase * 2})
+		}
+		cases, err := runHTTPGroup(ctx, topo, opts, rounds)
+		if err != nil {
+			return sum, err
+		}
+		sum.Cases = append(sum.Cases, cases...)
 	}
 	if opts.Progress != nil {
 		opts.Progress(Progress{Done: total, Total: total})
@@ -228,4 +252,47 @@ func ratio(t, d *CaseResult) *Ratio {
 		CallsPerSec: div(t.CallsPerSec, d.CallsPerSec),
 		BytesPerSec: div(t.BytesPerSec, d.BytesPerSec),
 	}
+}
+
+func httpCaseName(rate float64, path Path) string {
+	return fmt.Sprintf("http-get-%s/r%.0f/%s", FormatBytes(HTTPPayload), rate, path)
+}
+
+// runHTTPGroup fetches the upstream's payload at a fixed rate, directly and through the tunnel, in turns.
+func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int) ([]CaseResult, error) {
+	targets := []struct {
+		path Path
+		url  string
+	}{
+		{PathHTTPDirect, topo.HTTPUpstream + "/payload"},
+		{PathHTTPTunnel, topo.HTTPTunnel + "/agents/1/payload"},
+	}
+	merged := make([]*load.Result, len(targets))
+	for r := range rounds {
+		for i, tg := range targets {
+			gen := load.HTTP{Target: vegeta.Target{Method: "GET", URL: tg.url}, Rate: opts.HTTPRate, Duration: opts.Duration / time.Duration(rounds)}
+			if r == 0 {
+				gen.Warmup = opts.Warmup
+			}
+			res, err := gen.Run(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", httpCaseName(opts.HTTPRate, tg.path), err)
+			}
+			if merged[i] == nil {
+				merged[i] = res
+			} else {
+				merged[i].Add(res)
+			}
+		}
+	}
+	out := make([]CaseResult, len(targets))
+	for i, tg := range targets {
+		c := Case{Spec: ShapeSpec{Shape: "http-get", Payload: HTTPPayload}, Path: tg.path}
+		cr := caseResult(c, "open", merged[i])
+		cr.Name = httpCaseName(opts.HTTPRate, tg.path)
+		out[i] = *cr
+	}
+	out[1].Pair = out[0].Name
+	out[1].RatioToDirect = ratio(&out[1], &out[0])
+	return out, nil
 }

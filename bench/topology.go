@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/url"
 	"time"
 
 	"google.golang.org/grpc"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
@@ -87,6 +90,12 @@ type Topology struct {
 	// Direct is a connection to the demo service served without any tunnel, over the same transport.
 	Direct       *grpc.ClientConn
 	directServer *grpc.Server
+	// HTTPUpstream is the base URL of a plain HTTP server that every agent forwards HTTP to; kas 0
+	// serves HTTP for agents at HTTPTunnel.
+	HTTPUpstream string
+	HTTPTunnel   string
+	httpServer   *http.Server
+	httpUps      []*httptunnel.Upstream
 	agentDial    []func(context.Context, string) (net.Conn, error)
 	agentAddr    []string
 }
@@ -149,6 +158,7 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 			kc.PrivateListen = "127.0.0.1:0"
 		}
 		var apiDial func(context.Context, string) (net.Conn, error)
+		kc.HTTPListen = "127.0.0.1:0" // HTTP is measured over loopback TCP whatever the gRPC transport
 		switch cfg.Transport {
 		case TransportTCP:
 			kc.AgentListen, kc.APIListen = "127.0.0.1:0", "127.0.0.1:0"
@@ -179,6 +189,10 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 	if err := t.startDirect(); err != nil {
 		return nil, err
 	}
+	if err := t.startHTTPUpstream(); err != nil {
+		return nil, err
+	}
+	t.HTTPTunnel = "http://" + t.Kas[0].Addrs().HTTP.String()
 	for id := int64(1); id <= int64(cfg.Agents); id++ {
 		if err := t.startAgent(id, 0); err != nil {
 			return nil, err
@@ -254,6 +268,18 @@ func (t *Topology) startAgent(id int64, kasIndex int) error {
 		return err
 	}
 	demo.Register(a)
+	up, err := url.Parse(t.HTTPUpstream)
+	if err == nil {
+		var hu *httptunnel.Upstream
+		if hu, err = httptunnel.Register(a, up); err == nil {
+			t.httpUps = append(t.httpUps, hu)
+		}
+	}
+	if err != nil {
+		a.Stop(context.Background())
+		_ = conn.Close()
+		return err
+	}
 	if err := a.Start(); err != nil {
 		a.Stop(context.Background())
 		_ = conn.Close()
@@ -293,6 +319,34 @@ func (t *Topology) Close(ctx context.Context) {
 	if t.directServer != nil {
 		t.directServer.Stop()
 	}
+	for _, u := range t.httpUps {
+		u.Close()
+	}
+	if t.httpServer != nil {
+		_ = t.httpServer.Close()
+	}
+}
+
+// HTTPPayload is the size of the body the topology's HTTP upstream answers /payload with.
+const HTTPPayload = 1 << 10
+
+// startHTTPUpstream serves /payload (HTTPPayload bytes) on loopback: what the HTTP cases fetch, directly
+// and through the tunnel.
+func (t *Topology) startHTTPUpstream() error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	body := make([]byte, HTTPPayload)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/payload", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(body)
+	})
+	t.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = t.httpServer.Serve(l) }()
+	t.HTTPUpstream = "http://" + l.Addr().String()
+	return nil
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {

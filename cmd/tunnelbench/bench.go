@@ -42,6 +42,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	duration := fs.Duration("duration", 0, "timed run per case (default 4s, 1s with --quick)")
 	rounds := fs.Int("rounds", bench.DefaultRounds, "turns per case: the paths of a group alternate this many times so that pairs see the same noise")
 	transport := fs.String("transport", string(bench.TransportTCP), "how callers and agents reach kas: tcp or bufconn")
+	httpRate := fs.Float64("http-rate", bench.DefaultHTTPRate, "requests/s of the HTTP cases (vegeta, directly and through kas's HTTP listener); 0 skips them")
 	scale := fs.String("scale", "", "comma-separated agent counts for the scale case (default 1000,5000,10000; 200,1000 with --quick); none skips it")
 	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics (tunnelbench_* and the in-process kas's tunnel_*) for Prometheus at this address, e.g. "+bench.DefaultMetricsListen+" (the dashboards' default)")
 	compare := fs.String("compare", "", "an earlier run's directory (or summary.json): print what changed and flag regressions beyond this run's noise")
@@ -110,6 +111,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		errs = append(errs, fmt.Errorf("--rounds must be between 1 and 100, got %d", *rounds))
 	}
 	opts.Rounds = *rounds
+	if *httpRate < 0 || *httpRate > 1e6 {
+		errs = append(errs, fmt.Errorf("--http-rate must be between 0 and 1e6, got %v", *httpRate))
+	}
+	opts.HTTPRate = *httpRate
 	if *warmup < 0 || *duration < 0 {
 		errs = append(errs, errors.New("--warmup and --duration must not be negative"))
 	}

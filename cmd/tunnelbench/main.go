@@ -15,6 +15,7 @@ const usage = `tunnelbench measures what the reverse gRPC tunnel costs and how i
 
 Usage:
   tunnelbench bench [flags]    run the benchmark matrix (tunnel vs direct gRPC) and write results
+  tunnelbench demo-server      serve the demo service on plain gRPC (an upstream for agentk --expose)
   tunnelbench help             show this help
 
 Run 'tunnelbench COMMAND --help' for a command's flags.
@@ -34,6 +35,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "demo-server":
+		return runDemoServer(ctx, args[1:], stdout)
 	case "scale-agents":
 		return runScaleAgents(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":

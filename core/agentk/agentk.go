@@ -12,12 +12,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/tunnelbench/tunnelbench/core/demo"
+	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 )
@@ -38,6 +40,9 @@ type Config struct {
 	// Expose maps a gRPC service name to the address of a plaintext gRPC server next to the agent: the
 	// agent advertises the service with all its methods and forwards its calls there as raw frames.
 	Expose map[string]string
+	// HTTPUpstream, when set, receives the HTTP requests kas's HTTP listener sends to this agent
+	// (/agents/{id}/{path} arrives as /{path}).
+	HTTPUpstream *url.URL
 	// DialOptions are added to the connection to kas.
 	DialOptions []grpc.DialOption
 	Log         *slog.Logger
@@ -48,11 +53,12 @@ type Agentk struct {
 	cfg       Config
 	conn      *grpc.ClientConn
 	upstreams []*upstreamConn
-	agent   *tunclient.Agent
-	metrics *metrics.Provider
-	http    *http.Server
-	lis     net.Listener
-	wg      sync.WaitGroup
+	httpUp    *httptunnel.Upstream
+	agent     *tunclient.Agent
+	metrics   *metrics.Provider
+	http      *http.Server
+	lis       net.Listener
+	wg        sync.WaitGroup
 }
 
 // New dials kas (lazily: nothing is sent before Start) and builds the agent.
@@ -96,6 +102,15 @@ func New(cfg Config) (*Agentk, error) {
 		demo.Register(a)
 	}
 	k := &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp}
+	if cfg.HTTPUpstream != nil {
+		up, err := httptunnel.Register(a, cfg.HTTPUpstream, httptunnel.WithLogger(cfg.Log))
+		if err != nil {
+			a.Stop(context.Background())
+			_ = conn.Close()
+			return nil, fmt.Errorf("--http-upstream %s: %w", cfg.HTTPUpstream, err)
+		}
+		k.httpUp = up
+	}
 	for svc, addr := range cfg.Expose {
 		up, err := dialUpstream(addr, a.MaxMessageSize())
 		if err == nil {
@@ -178,5 +193,8 @@ func (k *Agentk) stopHTTP() {
 func (k *Agentk) closeUpstreams() {
 	for _, u := range k.upstreams {
 		_ = u.Close()
+	}
+	if k.httpUp != nil {
+		k.httpUp.Close()
 	}
 }

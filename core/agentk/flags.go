@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"strings"
 
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
@@ -35,6 +36,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Pool.MaxMessageSize, "max-message-size", tunclient.DefaultMaxMessageSize, "largest proxied message in bytes")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving /metrics, /healthz and /readyz, for example 127.0.0.1:8152; empty disables it")
 	fs.BoolVar(&cfg.NoDemo, "no-demo", false, "do not serve the built-in demo service")
+	httpUpstream := fs.String("http-upstream", "", "base `URL` of a local HTTP server: kas's /agents/{id}/{path} reaches it as {URL}/{path}")
 	expose := &cli.KeyValues{Form: "SERVICE=ADDR"}
 	fs.Var(expose, "expose", "serve gRPC `SERVICE=ADDR` through the tunnel: every call of SERVICE (full name, e.g. my.pkg.Greeter) goes to the plaintext gRPC server at ADDR (repeatable)")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
@@ -88,6 +90,14 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 			errs = append(errs, fmt.Errorf("--expose %s: address %q is not host:port", p[0], p[1]))
 		}
 		cfg.Expose[p[0]] = p[1]
+	}
+	if *httpUpstream != "" {
+		u, err := url.Parse(*httpUpstream)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--http-upstream %q: want an http:// or https:// URL with a host", *httpUpstream))
+		} else {
+			cfg.HTTPUpstream = u
+		}
 	}
 	log, err := cli.NewLogger(logOut, *logLevel)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
@@ -33,6 +34,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.StringVar(&cfg.AgentListen, "agent-listen", DefaultAgentListen, "address for agent connections (the agent API)")
 	fs.StringVar(&cfg.APIListen, "api-listen", DefaultAPIListen, "address of the public gRPC API that routes calls to agents; empty disables it")
 	fs.StringVar(&cfg.PrivateListen, "private-listen", DefaultPrivateListen, "address of the private API for other kas instances; empty disables it")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", httptunnel.DefaultListen, "address serving HTTP to agents: /agents/{id}/{path} goes to that agent's --http-upstream; empty disables it")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", DefaultMetricsListen, "address serving /metrics, /healthz and /readyz; empty disables it")
 	tokens := &cli.KeyValues{Form: "ID=TOKEN"}
 	fs.Var(tokens, "agent-token", "an agent `ID=TOKEN` allowed to connect (repeatable)")

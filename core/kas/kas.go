@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
@@ -58,11 +59,14 @@ type Config struct {
 	APIListen     string
 	PrivateListen string
 	MetricsListen string
+	// HTTPListen serves HTTP for agents: /agents/{id}/{path} goes to that agent's --http-upstream.
+	HTTPListen string
 
 	AgentListener   net.Listener
 	APIListener     net.Listener
 	PrivateListener net.Listener
 	MetricsListener net.Listener
+	HTTPListener    net.Listener
 
 	// Authenticator maps agent tokens to agent ids. Required.
 	Authenticator tunserver.AgentAuthenticator
@@ -190,12 +194,13 @@ type Server struct {
 	apiServer     *grpc.Server
 	privateServer *grpc.Server
 	httpServer    *http.Server
+	httpTunnel    *http.Server
 
 	// internalConn is how callers in this process reach the router: in process, without HTTP/2.
 	internalConn *grpctool.InProcessConn
 
 	listeners struct {
-		agent, api, private, metrics net.Listener
+		agent, api, private, metrics, http net.Listener
 	}
 	ready    atomic.Bool
 	serveWG  sync.WaitGroup
@@ -356,6 +361,7 @@ func (s *Server) Start() error {
 	s.listeners.api = listen(s.cfg.APIListener, s.cfg.APIListen)
 	s.listeners.private = listen(s.cfg.PrivateListener, s.cfg.PrivateListen)
 	s.listeners.metrics = listen(s.cfg.MetricsListener, s.cfg.MetricsListen)
+	s.listeners.http = listen(s.cfg.HTTPListener, s.cfg.HTTPListen)
 	if err != nil {
 		s.closeListeners()
 		return err
@@ -373,6 +379,14 @@ func (s *Server) Start() error {
 	serve(s.agentServer, s.listeners.agent)
 	serve(s.apiServer, s.listeners.api)
 	serve(s.privateServer, s.listeners.private)
+	if s.listeners.http != nil {
+		s.httpTunnel = httptunnel.NewServer(httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)), s.listeners.http.Addr().String())
+		s.serveWG.Add(1)
+		go func() {
+			defer s.serveWG.Done()
+			_ = s.httpTunnel.Serve(s.listeners.http)
+		}()
+	}
 	if s.listeners.metrics != nil {
 		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 		s.serveWG.Add(1)
@@ -392,12 +406,12 @@ func (s *Server) Start() error {
 	}
 	s.ready.Store(true)
 	s.cfg.Log.Info("kas started", "agent_api", addrOf(s.listeners.agent), "public_api", addrOf(s.listeners.api),
-		"private_api", addrOf(s.listeners.private), "metrics", addrOf(s.listeners.metrics), "plaintext", true)
+		"private_api", addrOf(s.listeners.private), "http", addrOf(s.listeners.http), "metrics", addrOf(s.listeners.metrics), "plaintext", true)
 	return nil
 }
 
 func (s *Server) closeListeners() {
-	for _, l := range []net.Listener{s.listeners.agent, s.listeners.api, s.listeners.private, s.listeners.metrics} {
+	for _, l := range []net.Listener{s.listeners.agent, s.listeners.api, s.listeners.private, s.listeners.metrics, s.listeners.http} {
 		if l != nil {
 			_ = l.Close()
 		}
@@ -429,7 +443,7 @@ func (s *Server) httpHandler() http.Handler {
 
 // Addrs are the addresses kas listens on; nil for a listener that is off.
 type Addrs struct {
-	Agent, API, Private, Metrics net.Addr
+	Agent, API, Private, Metrics, HTTP net.Addr
 }
 
 // Addrs returns the listening addresses, useful when listening on port 0.
@@ -440,7 +454,7 @@ func (s *Server) Addrs() Addrs {
 		}
 		return l.Addr()
 	}
-	return Addrs{Agent: a(s.listeners.agent), API: a(s.listeners.api), Private: a(s.listeners.private), Metrics: a(s.listeners.metrics)}
+	return Addrs{Agent: a(s.listeners.agent), API: a(s.listeners.api), Private: a(s.listeners.private), Metrics: a(s.listeners.metrics), HTTP: a(s.listeners.http)}
 }
 
 // InternalConn is a connection to kas's internal API for callers in the same process: any method called
@@ -479,6 +493,16 @@ func (s *Server) Shutdown(ctx context.Context) {
 		defer cancel()
 		servers := []*grpc.Server{s.apiServer, s.agentServer, s.privateServer}
 		var wg sync.WaitGroup
+		if s.httpTunnel != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Requests in flight finish within the grace; then their connections are cut.
+				if err := s.httpTunnel.Shutdown(graceCtx); err != nil {
+					_ = s.httpTunnel.Close()
+				}
+			}()
+		}
 		for _, srv := range servers {
 			wg.Add(1)
 			go func() {
