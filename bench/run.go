@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -35,6 +36,8 @@ type Options struct {
 	Progress func(Progress)
 	// Metrics, when set, serves the run live: the harness's series by case, and the topology's kas.
 	Metrics *MetricsServer
+	// AgentID is the agent tunneled cases call; zero means 1, the topology's first agent.
+	AgentID int64
 	// HTTPRate, when positive, adds the HTTP cases: vegeta at this rate (requests/s) against the same
 	// upstream directly and through kas's HTTP listener.
 	HTTPRate float64
@@ -141,7 +144,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 	cases := g.Cases()
 	calls := make([]load.NewCall, len(cases))
 	for i, c := range cases {
-		nc, err := caseCall(topo, c)
+		nc, err := caseCall(topo, c, max(opts.AgentID, 1))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", c.Name(), err)
 		}
@@ -190,12 +193,12 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 }
 
 // caseCall is the call factory of a case: its shape on its path.
-func caseCall(topo *Topology, c Case) (load.NewCall, error) {
+func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	switch c.Path {
 	case PathDirect:
 		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
 	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
-		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
 		if c.Path == PathTunnel2Hop {
 			if len(topo.Kas) < 2 {

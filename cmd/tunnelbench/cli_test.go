@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
+	"github.com/tunnelbench/tunnelbench/internal/procs"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestBenchCommand runs the real binary on a tiny matrix with a small scale case whose agents run in a
+// child process, as `make bench` does at full size.
+func TestBenchCommand(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, procs.Bin(t, "tunnelbench"), "bench", "--shapes", "unary-64B", "--concurrency", "1",
+		"--warmup", "50ms", "--duration", "300ms", "--rounds", "1", "--http-rate", "50", "--scale", "20", "--out", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("tunnelbench bench: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	sum, err := bench.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Cases) != 4+2 || len(sum.Scale) != 1 {
+		t.Fatalf("%d cases and %d scale steps", len(sum.Cases), len(sum.Scale))
+	}
+	sc := sum.Scale[0]
+	if sc.Agents != 20 || sc.Tunnels != 40 || sc.AgentHeapBytesPerAgent <= 0 || sc.KasHeapBytesPerTunnel <= 0 || sc.Errors != 0 {
+		t.Fatalf("scale step %+v", sc)
+	}
+	for _, f := range []string{"report.md", "plots/latency.svg", "plots/ratio.svg", "plots/scale-heap.svg"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("missing %s", f)
+		}
+	}
+	if !strings.Contains(stdout.String(), "unary-64B/c1/tunnel") || !strings.Contains(stderr.String(), "done") {
+		t.Errorf("no table or progress:\n%s\n%s", stdout.String(), stderr.String())
+	}
+
+	// --compare against itself: no regression, exit 0.
+	cmd = exec.CommandContext(ctx, procs.Bin(t, "tunnelbench"), "bench", "--shapes", "unary-64B", "--concurrency", "1", "--paths", "direct,tunnel",
+		"--warmup", "50ms", "--duration", "300ms", "--rounds", "1", "--http-rate", "0", "--scale", "none", "--out", t.TempDir(), "--compare", out)
+	b, err := cmd.CombinedOutput()
+	if !strings.Contains(string(b), "Compared with") {
+		t.Fatalf("no comparison printed (%v):\n%s", err, b)
+	}
+}
+
+func TestBenchBadFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--shapes", "unary-xyz"},
+		{"bench", "--paths", "nowhere"},
+		{"bench", "--concurrency", "0"},
+		{"bench", "--cases", "("},
+		{"bench", "--cases", "nomatch-at-all"},
+		{"bench", "--compare", "/does/not/exist"},
+		{"bench", "--transport", "pigeon"},
+		{"nonsense"},
+		{},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, &stdout, &stderr)
+		if code := cli.ExitCode("tunnelbench", err, &stderr); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%v)", args, code, err)
+		}
+		if lines := strings.Count(strings.TrimSpace(stderr.String()), "\n"); len(args) > 0 && lines > 0 {
+			t.Errorf("%v: want a one-line reason, got:\n%s", args, stderr.String())
+		}
+	}
+}
