@@ -39,6 +39,7 @@ func TestSeparateProcesses(t *testing.T) {
 		a := kasAddrs{agent: procs.FreeAddr(t), api: procs.FreeAddr(t)}
 		kp = append(kp, procs.Start(t, kasBin,
 			"--agent-listen", a.agent, "--api-listen", a.api, "--private-listen", procs.FreeAddr(t), "--metrics-listen", procs.FreeAddr(t),
+			"--http-listen", procs.FreeAddr(t),
 			"--agent-tokens-file", tokens, "--private-api-secret-file", secret, "--redis-address", rs.Addr(),
 			"--tunnel-find-timeout", "5s", "--tracker-refresh-period", "1s", "--tracker-ttl", "3s"))
 		ks = append(ks, a)
