@@ -95,6 +95,9 @@ type Matrix struct {
 	// Filter keeps only cases whose name matches; nil keeps all. A tunneled case always keeps its direct
 	// pair, so that its ratio can be computed.
 	Filter *regexp.Regexp
+	// NoDirect runs no direct baseline (a --target deployment whose service is not reachable directly):
+	// tunneled cases then have no ratio.
+	NoDirect bool
 }
 
 // Groups expands the matrix into groups, in run order.
@@ -116,8 +119,12 @@ func (m Matrix) Groups() []Group {
 			if !wantDirect || !containsPath(m.Paths, PathDirect) && len(g.Paths) == 0 {
 				continue
 			}
-			g.Paths = append([]Path{PathDirect}, g.Paths...)
-			out = append(out, g)
+			if !m.NoDirect {
+				g.Paths = append([]Path{PathDirect}, g.Paths...)
+			}
+			if len(g.Paths) > 0 {
+				out = append(out, g)
+			}
 		}
 	}
 	return out

@@ -3,7 +3,8 @@ package bench
 import (
 	"math"
 
-	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // routingSnapshot is the routing histogram and timeout counter of some kas instances at one moment.
@@ -14,11 +15,12 @@ type routingSnapshot struct {
 	timeouts float64
 }
 
-// snapshotRouting reads the successful-routing histogram and the timeout counter, summed over providers.
-func snapshotRouting(providers []*metrics.Provider) routingSnapshot {
+// snapshotRouting reads the successful-routing histogram and the timeout counter, summed over the kas
+// instances' metrics.
+func snapshotRouting(gatherers []prometheus.Gatherer) routingSnapshot {
 	var s routingSnapshot
-	for _, p := range providers {
-		fams, err := p.Registry().Gather()
+	for _, g := range gatherers {
+		fams, err := g.Gather()
 		if err != nil {
 			continue
 		}
@@ -33,7 +35,13 @@ func snapshotRouting(providers []*metrics.Provider) routingSnapshot {
 					if !hasLabel(m.GetLabel(), "status", "success") {
 						continue
 					}
-					bs := m.GetHistogram().GetBucket()
+					var bs []*dto.Bucket
+					for _, b := range m.GetHistogram().GetBucket() {
+						// Scraped text has an explicit +Inf bucket; a registry's Gather has none.
+						if !math.IsInf(b.GetUpperBound(), 1) {
+							bs = append(bs, b)
+						}
+					}
 					if s.bounds == nil {
 						for _, b := range bs {
 							s.bounds = append(s.bounds, b.GetUpperBound())

@@ -83,14 +83,18 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		topo.Close(cctx)
 	}()
 	if opts.Metrics != nil {
-		for i, mp := range topo.Metrics {
-			defer opts.Metrics.Attach("kas", fmt.Sprint(i), mp.Registry())()
+		for i, g := range topo.Gatherers {
+			defer opts.Metrics.Attach("kas", fmt.Sprint(i), g)()
 		}
 	}
 
 	total := 0
 	for _, g := range groups {
 		total += len(g.Paths)
+	}
+	withHTTP := opts.HTTPRate > 0 && topo.HTTPTunnel != "" && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel)))
+	if withHTTP {
+		total += 2
 	}
 	rounds := max(opts.Rounds, 1)
 	perCase := opts.Warmup + opts.Duration
@@ -118,7 +122,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		}
 		done += len(g.Paths)
 	}
-	if opts.HTTPRate > 0 && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel))) {
+	if withHTTP {
 		if opts.Progress != nil {
 			opts.Progress(Progress{Done: done, Total: total, Case: httpCaseName(opts.HTTPRate, "*"), Left: perCase * 2})
 		}
@@ -127,6 +131,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			return sum, err
 		}
 		sum.Cases = append(sum.Cases, cases...)
+		done += 2
 	}
 	if opts.Progress != nil {
 		opts.Progress(Progress{Done: total, Total: total})
@@ -167,13 +172,13 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 			if opts.Metrics != nil {
 				gen.Observer = scenarioObserver{m: opts.Metrics.Metrics, scenario: c.Name()}
 			}
-			before := snapshotRouting(topo.Metrics)
+			before := snapshotRouting(topo.Gatherers)
 			res, err := gen.Run(ctx, calls[i])
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c.Name(), err)
 			}
-			if c.Path != PathDirect {
-				routing[i] = addRouting(routing[i], before, snapshotRouting(topo.Metrics))
+			if c.Path != PathDirect && len(topo.Gatherers) > 0 {
+				routing[i] = addRouting(routing[i], before, snapshotRouting(topo.Gatherers))
 			}
 			if merged[i] == nil {
 				merged[i] = res
@@ -200,14 +205,11 @@ func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
 		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
-		if c.Path == PathTunnel2Hop {
-			if len(topo.Kas) < 2 {
-				return nil, fmt.Errorf("path %s needs two kas", c.Path)
-			}
-			// Agents connect to kas 0 only; the caller sits inside kas 1.
-			return newCall(c.Spec.Shape, c.Spec.Payload, topo.Tunnel(1, false), meta), nil
+		conn, err := topo.PathConn(c.Path)
+		if err != nil {
+			return nil, err
 		}
-		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Tunnel(0, c.Path == PathTunnelPublic), meta), nil
+		return newCall(c.Spec.Shape, c.Spec.Payload, conn, meta), nil
 	default:
 		return nil, fmt.Errorf("path %s is not available in this topology", c.Path)
 	}

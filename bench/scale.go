@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
@@ -154,12 +155,12 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 			return 128, err
 		}
 	}
-	before := snapshotRouting([]*metrics.Provider{mp})
+	before := snapshotRouting([]prometheus.Gatherer{mp.Registry()})
 	res, err := load.OpenLoop{Rate: opts.Rate, Duration: opts.Load}.Run(ctx, newCall)
 	if err != nil {
 		return ScaleResult{}, err
 	}
-	routing := addRouting(nil, before, snapshotRouting([]*metrics.Provider{mp})).finish()
+	routing := addRouting(nil, before, snapshotRouting([]prometheus.Gatherer{mp.Registry()})).finish()
 
 	r := ScaleResult{
 		Agents:                 n,

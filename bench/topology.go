@@ -8,10 +8,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -49,6 +52,16 @@ type TopologyConfig struct {
 	// MaxConnectionAge <= 0 disables rotation.
 	MaxConnectionAge time.Duration
 	MaxMessageSize   int
+	// Processes runs every kas, agent and the direct server as a separate process of Binary (default:
+	// this program, which must offer the kas, agentk and demo-server commands, as tunnelbench does).
+	Processes bool
+	Binary    string
+	// Target points the load at an existing kas deployment instead of starting one: the address of its
+	// public gRPC API. TargetDirect (optional) is the same demo service reachable directly, for the
+	// baseline; TargetMetrics (optional) is a kas /metrics URL, for routing figures.
+	Target        string
+	TargetDirect  string
+	TargetMetrics string
 }
 
 func (c *TopologyConfig) defaults() error {
@@ -82,11 +95,14 @@ func (c *TopologyConfig) defaults() error {
 
 // Topology is kas instances, agents serving the demo service, and the same service served directly.
 type Topology struct {
-	cfg     TopologyConfig
+	cfg TopologyConfig
+	// Kas are the in-process kas instances; empty when the topology runs as processes.
 	Kas     []*kas.Server
 	Metrics []*metrics.Provider
-	agents  []*topoAgent
-	public  []*grpc.ClientConn
+	// Gatherers read each kas's metrics, in process or over HTTP.
+	Gatherers []prometheus.Gatherer
+	agents    []*topoAgent
+	public    []*grpc.ClientConn
 	// Direct is a connection to the demo service served without any tunnel, over the same transport.
 	Direct       *grpc.ClientConn
 	directServer *grpc.Server
@@ -96,8 +112,12 @@ type Topology struct {
 	HTTPTunnel   string
 	httpServer   *http.Server
 	httpUps      []*httptunnel.Upstream
-	agentDial    []func(context.Context, string) (net.Conn, error)
-	agentAddr    []string
+	// children, scrapers and tempDir belong to a topology of processes.
+	children  []*child
+	scrapers  []scrapeGatherer
+	tempDir   string
+	agentDial []func(context.Context, string) (net.Conn, error)
+	agentAddr []string
 }
 
 type topoAgent struct {
@@ -113,6 +133,12 @@ func AgentToken(id int64) string { return fmt.Sprintf("bench-agent-%d", id) }
 func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
+	}
+	if cfg.Target != "" {
+		return targetTopology(cfg)
+	}
+	if cfg.Processes {
+		return startProcessTopology(ctx, cfg)
 	}
 	t := &Topology{cfg: cfg}
 	defer func() {
@@ -177,6 +203,7 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 		}
 		t.Kas = append(t.Kas, k)
 		t.Metrics = append(t.Metrics, mp)
+		t.Gatherers = append(t.Gatherers, mp.Registry())
 		pub, err := dialCaller(k.Addrs().API, apiDial, cfg.MaxMessageSize)
 		if err != nil {
 			return nil, err
@@ -205,18 +232,20 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 	return t, nil
 }
 
-func dialCaller(addr net.Addr, dial func(context.Context, string) (net.Conn, error), maxMsg int) (*grpc.ClientConn, error) {
+// dialCaller connects a caller: through dial (in memory), to addr, or to the named target.
+func dialCaller(addr net.Addr, dial func(context.Context, string) (net.Conn, error), maxMsg int, target ...string) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 	}
-	target := "passthrough:in-memory"
-	if dial != nil {
-		opts = append(opts, grpc.WithContextDialer(dial))
-	} else {
-		target = addr.String()
+	switch {
+	case dial != nil:
+		return grpc.NewClient("passthrough:in-memory", append(opts, grpc.WithContextDialer(dial))...)
+	case addr != nil:
+		return grpc.NewClient(addr.String(), opts...)
+	default:
+		return grpc.NewClient(target[0], opts...)
 	}
-	return grpc.NewClient(target, opts...)
 }
 
 func (t *Topology) startDirect() error {
@@ -298,6 +327,35 @@ func (t *Topology) Tunnel(i int, public bool) grpc.ClientConnInterface {
 	return t.Kas[i].InternalConn()
 }
 
+// PathConn is the connection a path's calls use. Agents connect to kas 0; the two-hop path's caller
+// sits at kas 1: inside it when kas runs in process, at its public API when it runs as a process.
+func (t *Topology) PathConn(p Path) (grpc.ClientConnInterface, error) {
+	inProcess := len(t.Kas) > 0
+	switch p {
+	case PathDirect:
+		if t.Direct == nil {
+			return nil, fmt.Errorf("no direct baseline in this topology (give --target-direct)")
+		}
+		return t.Direct, nil
+	case PathTunnelPublic:
+		return t.public[0], nil
+	case PathTunnel:
+		if !inProcess {
+			return nil, fmt.Errorf("path %s needs kas in this process; with --processes use tunnel-public", p)
+		}
+		return t.Kas[0].InternalConn(), nil
+	case PathTunnel2Hop:
+		if len(t.public) < 2 {
+			return nil, fmt.Errorf("path %s needs two kas", p)
+		}
+		if inProcess {
+			return t.Kas[1].InternalConn(), nil
+		}
+		return t.public[1], nil
+	}
+	return nil, fmt.Errorf("path %s is not available in this topology", p)
+}
+
 // Close stops agents, kas instances and the direct server. ctx bounds the graceful part.
 func (t *Topology) Close(ctx context.Context) {
 	for _, a := range t.agents {
@@ -321,6 +379,13 @@ func (t *Topology) Close(ctx context.Context) {
 	}
 	for _, u := range t.httpUps {
 		u.Close()
+	}
+	// Agents first, so that calls in flight end before their kas go.
+	for i := len(t.children) - 1; i >= 0; i-- {
+		t.children[i].stop(15 * time.Second)
+	}
+	if t.tempDir != "" {
+		_ = os.RemoveAll(t.tempDir)
 	}
 	if t.httpServer != nil {
 		_ = t.httpServer.Close()
@@ -362,4 +427,24 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error
 		}
 	}
 	return nil
+}
+
+// targetTopology is an existing deployment: nothing is started, calls go to its public API.
+func targetTopology(cfg TopologyConfig) (*Topology, error) {
+	t := &Topology{cfg: cfg}
+	pub, err := dialCaller(nil, nil, cfg.MaxMessageSize, cfg.Target)
+	if err != nil {
+		return nil, fmt.Errorf("--target %s: %w", cfg.Target, err)
+	}
+	t.public = []*grpc.ClientConn{pub}
+	if cfg.TargetDirect != "" {
+		if t.Direct, err = dialCaller(nil, nil, cfg.MaxMessageSize, cfg.TargetDirect); err != nil {
+			t.Close(context.Background())
+			return nil, fmt.Errorf("--target-direct %s: %w", cfg.TargetDirect, err)
+		}
+	}
+	if cfg.TargetMetrics != "" {
+		t.Gatherers = []prometheus.Gatherer{scrapeGatherer{url: cfg.TargetMetrics, client: &http.Client{Timeout: 5 * time.Second}}}
+	}
+	return t, nil
 }

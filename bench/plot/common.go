@@ -1,6 +1,7 @@
 package plot
 
 import (
+	"errors"
 	"image/color"
 	"math"
 
@@ -56,6 +57,7 @@ func points(c *Chart, names []string, ss []series) error {
 	categoryAxis(c.Plot, names)
 	c.Y.Scale = gplot.LogScale{}
 	c.Y.Tick.Marker = gplot.LogTicks{Prec: -1}
+	drawn := false
 	for i, s := range ss {
 		var xys plotter.XYs
 		for x, v := range s.values {
@@ -73,10 +75,17 @@ func points(c *Chart, names []string, ss []series) error {
 		sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(4), Shape: plotutil.Shape(i)}
 		c.Add(sc)
 		c.Legend.Add(s.name, sc)
+		drawn = true
+	}
+	if !drawn {
+		return errNothingToDraw // a log axis without a positive value cannot be drawn
 	}
 	headroom(c)
 	return nil
 }
+
+// errNothingToDraw: the chart has no value it can show; Write skips it.
+var errNothingToDraw = errors.New("nothing to draw")
 
 // bars draws the series as groups of bars, one group per category, on a linear Y axis.
 func bars(c *Chart, names []string, ss []series) error {

@@ -83,6 +83,9 @@ func Write(dir string, s *bench.Summary, formats ...Format) ([]string, error) {
 	var files []string
 	for _, fig := range Figures {
 		c, err := fig.Make(s)
+		if errors.Is(err, errNothingToDraw) {
+			continue
+		}
 		if err != nil {
 			return files, fmt.Errorf("plot %s: %w", fig.Name, err)
 		}
@@ -110,7 +113,14 @@ func (c *Chart) Encode(w io.Writer, f Format) error {
 	return err
 }
 
-func writeFile(path string, c *Chart, f Format) error {
+func writeFile(path string, c *Chart, f Format) (err error) {
+	// gonum panics on data it cannot draw (a log axis without positive values, say): a bad chart must
+	// cost its file, never the run's results.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cannot draw: %v", r)
+		}
+	}()
 	file, err := os.Create(path)
 	if err != nil {
 		return err

@@ -279,3 +279,23 @@ func TestRoutingHistogram(t *testing.T) {
 		t.Error("mismatched buckets accepted")
 	}
 }
+
+// TestNothingToDrawIsSkipped: a summary whose routing figures are all zero (a --target run without
+// metrics) writes the other charts and skips the routing one, without a panic.
+func TestNothingToDrawIsSkipped(t *testing.T) {
+	s := testSummary(t)
+	for i := range s.Cases {
+		if s.Cases[i].Routing != nil {
+			s.Cases[i].Routing = &bench.Routing{}
+		}
+	}
+	files, err := WriteAll(t.TempDir(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "/routing.svg") {
+			t.Fatalf("an empty routing chart was written: %v", files)
+		}
+	}
+}

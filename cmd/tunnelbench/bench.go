@@ -42,6 +42,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	duration := fs.Duration("duration", 0, "timed run per case (default 4s, 1s with --quick)")
 	rounds := fs.Int("rounds", bench.DefaultRounds, "turns per case: the paths of a group alternate this many times so that pairs see the same noise")
 	transport := fs.String("transport", string(bench.TransportTCP), "how callers and agents reach kas: tcp or bufconn")
+	processes := fs.Bool("processes", false, "run kas, agentk and the direct server as separate processes (this binary's kas, agentk and demo-server commands) instead of in this process; paths become direct, tunnel-public and tunnel-2hop (over Redis, which must be installed)")
+	target := fs.String("target", "", "point the load at an existing kas deployment: its public gRPC API `ADDR` (the agent must serve tunnelbench.demo.v1.Demo, as agentk does by default); nothing is started")
+	targetAgent := fs.Int64("target-agent", 1, "with --target: the agent id to call")
+	targetDirect := fs.String("target-direct", "", "with --target: `ADDR` of the same demo service reachable directly, for ratios (for example a tunnelbench demo-server next to the agent)")
+	targetMetrics := fs.String("target-metrics", "", "with --target: a kas /metrics `URL`, for routing figures")
 	httpRate := fs.Float64("http-rate", bench.DefaultHTTPRate, "requests/s of the HTTP cases (vegeta, directly and through kas's HTTP listener); 0 skips them")
 	scale := fs.String("scale", "", "comma-separated agent counts for the scale case (default 1000,5000,10000; 200,1000 with --quick); none skips it")
 	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics (tunnelbench_* and the in-process kas's tunnel_*) for Prometheus at this address, e.g. "+bench.DefaultMetricsListen+" (the dashboards' default)")
@@ -146,6 +151,23 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if old, err = bench.ReadSummary(*compare); err != nil {
 			errs = append(errs, fmt.Errorf("--compare: %w", err))
 		}
+	}
+	opts.Topology.Processes = *processes
+	if *processes && *paths == "" {
+		opts.Matrix.Paths = []bench.Path{bench.PathDirect, bench.PathTunnelPublic, bench.PathTunnel2Hop}
+	}
+	if *target != "" {
+		if *processes {
+			errs = append(errs, errors.New("--target and --processes exclude each other"))
+		}
+		opts.Topology.Target, opts.Topology.TargetDirect, opts.Topology.TargetMetrics = *target, *targetDirect, *targetMetrics
+		opts.AgentID = *targetAgent
+		if *paths == "" {
+			opts.Matrix.Paths = []bench.Path{bench.PathDirect, bench.PathTunnelPublic}
+		}
+		opts.Matrix.NoDirect = *targetDirect == ""
+		opts.HTTPRate = 0
+		scaleSteps = nil
 	}
 	if len(errs) > 0 {
 		return cli.UsageError{Err: errors.Join(errs...)}

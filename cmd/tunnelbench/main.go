@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/tunnelbench/tunnelbench/core/agentk"
+	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
@@ -37,6 +39,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runBench(ctx, args[1:], stdout, stderr)
 	case "demo-server":
 		return runDemoServer(ctx, args[1:], stdout)
+	case "kas":
+		// Hidden: the harness runs kas processes from its own binary (--processes).
+		return kas.Main(ctx, args[1:], stdout, stderr)
+	case "agentk":
+		return agentk.Main(ctx, args[1:], stdout, stderr)
 	case "scale-agents":
 		return runScaleAgents(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":

@@ -1,0 +1,30 @@
+package kas
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Main runs a kas from its command line until ctx ends (SIGINT or SIGTERM in cmd/kas), then shuts it
+// down gracefully. It is cmd/kas, as a function, so that other binaries (the harness) can run a kas
+// process too.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := ParseArgs(args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	if err := s.Start(); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cfg.Log.Info("shutting down", "grace", cfg.ShutdownGrace)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace+5*time.Second)
+	defer cancel()
+	s.Shutdown(sctx)
+	return nil
+}
