@@ -85,3 +85,33 @@ func TestBenchBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchProcesses runs the topology as separate processes (kas ×2 over Redis, agentk, demo-server),
+// and against it again as a --target deployment.
+func TestBenchProcesses(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, procs.Bin(t, "tunnelbench"), "bench", "--processes", "--shapes", "unary-64B", "--concurrency", "2",
+		"--warmup", "50ms", "--duration", "300ms", "--rounds", "1", "--http-rate", "0", "--scale", "none", "--out", out).CombinedOutput()
+	if err != nil {
+		t.Fatalf("tunnelbench bench --processes: %v\n%s", err, b)
+	}
+	sum, err := bench.ReadSummary(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]bool{}
+	for _, c := range sum.Cases {
+		paths[c.Path] = true
+		if c.Errors != 0 || c.Calls == 0 {
+			t.Errorf("%s: %d calls, %d errors", c.Name, c.Calls, c.Errors)
+		}
+		if c.Path == "tunnel-2hop" && (c.Routing == nil || c.RatioToDirect == nil) {
+			t.Errorf("%s: routing %v, ratio %v", c.Name, c.Routing, c.RatioToDirect)
+		}
+	}
+	if !paths["direct"] || !paths["tunnel-public"] || !paths["tunnel-2hop"] || paths["tunnel"] {
+		t.Fatalf("paths %v", paths)
+	}
+}
