@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 )
 
@@ -45,20 +46,23 @@ type Config struct {
 	HTTPUpstream *url.URL
 	// DialOptions are added to the connection to kas.
 	DialOptions []grpc.DialOption
-	Log         *slog.Logger
+	// OTLPEndpoint, when set, exports a span per proxied call over OTLP/gRPC (HOST:PORT, plaintext).
+	OTLPEndpoint string
+	Log          *slog.Logger
 }
 
 // Agentk is one running agent process.
 type Agentk struct {
-	cfg       Config
-	conn      *grpc.ClientConn
-	upstreams []*upstreamConn
-	httpUp    *httptunnel.Upstream
-	agent     *tunclient.Agent
-	metrics   *metrics.Provider
-	http      *http.Server
-	lis       net.Listener
-	wg        sync.WaitGroup
+	cfg             Config
+	shutdownTracing func(context.Context) error
+	conn            *grpc.ClientConn
+	upstreams       []*upstreamConn
+	httpUp          *httptunnel.Upstream
+	agent           *tunclient.Agent
+	metrics         *metrics.Provider
+	http            *http.Server
+	lis             net.Listener
+	wg              sync.WaitGroup
 }
 
 // New dials kas (lazily: nothing is sent before Start) and builds the agent.
@@ -89,8 +93,14 @@ func New(cfg Config) (*Agentk, error) {
 	if err != nil {
 		return nil, err
 	}
+	tp, shutdownTracing, err := tracing.Provider(context.Background(), cfg.OTLPEndpoint, "agentk")
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	pool := cfg.Pool
 	pool.KasConn = conn
+	pool.Tracer = tp.Tracer("github.com/tunnelbench/tunnelbench/core/agentk")
 	pool.Meter = mp.Meter("github.com/tunnelbench/tunnelbench/core/agentk")
 	pool.Log = cfg.Log
 	a, err := tunclient.New(pool, metrics.ServerOptions(serverMetrics)...)
@@ -101,7 +111,7 @@ func New(cfg Config) (*Agentk, error) {
 	if !cfg.NoDemo {
 		demo.Register(a)
 	}
-	k := &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp}
+	k := &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp, shutdownTracing: shutdownTracing}
 	if cfg.HTTPUpstream != nil {
 		up, err := httptunnel.Register(a, cfg.HTTPUpstream, httptunnel.WithLogger(cfg.Log))
 		if err != nil {
@@ -180,6 +190,11 @@ func (k *Agentk) Stop(ctx context.Context) {
 	k.closeUpstreams()
 	k.stopHTTP()
 	_ = k.metrics.Shutdown(context.Background())
+	if k.shutdownTracing != nil {
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = k.shutdownTracing(tctx)
+		cancel()
+	}
 	k.cfg.Log.Info("agentk stopped")
 }
 

@@ -39,6 +39,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	httpUpstream := fs.String("http-upstream", "", "base `URL` of a local HTTP server: kas's /agents/{id}/{path} reaches it as {URL}/{path}")
 	expose := &cli.KeyValues{Form: "SERVICE=ADDR"}
 	fs.Var(expose, "expose", "serve gRPC `SERVICE=ADDR` through the tunnel: every call of SERVICE (full name, e.g. my.pkg.Greeter) goes to the plaintext gRPC server at ADDR (repeatable)")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export a span per proxied call over OTLP/gRPC to this `HOST:PORT` (plaintext); empty: no tracing")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return Config{}, err

@@ -50,6 +50,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	redisPasswordFile := fs.String("redis-password-file", "", "`FILE` with the Redis password")
 	trackerRefresh := fs.Duration("tracker-refresh-period", tracker.DefaultRefreshPeriod, "how often this kas refreshes its tracker records")
 	trackerTTL := fs.Duration("tracker-ttl", tracker.DefaultTTL, "how long a tracker record lives without a refresh (a crashed kas disappears after this)")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "export routing spans over OTLP/gRPC to this `HOST:PORT` (plaintext); empty: no tracing")
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return Config{}, err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
@@ -96,6 +97,11 @@ type Config struct {
 	TrackerRefresh time.Duration
 	// UnregisterDelay: see DefaultUnregisterDelay. Zero means the default.
 	UnregisterDelay time.Duration
+
+	// Tracer records routing spans; nil records none (trace context still reaches agents).
+	Tracer trace.Tracer
+	// OTLPEndpoint is used by Main to make Tracer (see tracing.Provider).
+	OTLPEndpoint string
 
 	// Metrics is where kas records its metrics. Nil creates a provider with Go runtime metrics.
 	Metrics *metrics.Provider
@@ -317,6 +323,7 @@ func New(cfg Config) (*Server, error) {
 		PrivateServer: s.privateServer,
 		FindTimeout:   cfg.FindTimeout,
 		Meter:         meter,
+		Tracer:        cfg.Tracer,
 		Log:           cfg.Log,
 	})
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/core/tracing"
 )
 
 // Main runs a kas from its command line until ctx ends (SIGINT or SIGTERM in cmd/kas), then shuts it
@@ -14,6 +16,16 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	tp, shutdownTracing, err := tracing.Provider(ctx, cfg.OTLPEndpoint, "kas")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdownTracing(fctx)
+	}()
+	cfg.Tracer = tp.Tracer("github.com/tunnelbench/tunnelbench/core/kas")
 	s, err := New(cfg)
 	if err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -59,7 +61,9 @@ type Config struct {
 
 	// Meter records the agent's metrics. Nil records nothing.
 	Meter metric.Meter
-	Log   *slog.Logger
+	// Tracer records a span per proxied call. Nil records none; trace context still reaches services.
+	Tracer trace.Tracer
+	Log    *slog.Logger
 }
 
 func (c *Config) applyDefaults() error {
@@ -106,6 +110,9 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("agent config: %w", errors.Join(errs...))

@@ -2,6 +2,9 @@ package tunclient
 
 import (
 	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracing"
 )
 
 // serveCall replays the call kas sent through the tunnel against the agent's own server (or an exposed
@@ -22,14 +26,23 @@ func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.Cancel
 		a.failCall(stream, cancelStream, status.Error(codes.InvalidArgument, err.Error()))
 		return
 	}
-	callCtx, cancelCall := context.WithCancel(streamCtx)
+	// The service continues the caller's trace, under this agent's span when it traces.
+	spanCtx, span := a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", info.GetMethodName())))
+	defer span.End()
+	md := rpc.ValuesToMeta(info.GetMeta())
+	if md == nil {
+		md = metadata.MD{}
+	}
+	tracing.Propagator.Inject(spanCtx, tracing.MDCarrier(md))
+	callCtx, cancelCall := context.WithCancel(spanCtx)
 	defer cancelCall()
 	if dl := info.GetDeadline(); dl != nil {
 		var cancel context.CancelFunc
 		callCtx, cancel = context.WithDeadline(callCtx, dl.AsTime())
 		defer cancel()
 	}
-	callCtx = metadata.NewOutgoingContext(callCtx, rpc.ValuesToMeta(info.GetMeta()))
+	callCtx = metadata.NewOutgoingContext(callCtx, md)
 	cs, err := a.target(service).NewStream(callCtx, grpctool.BidiStreamDesc, info.GetMethodName(), grpctool.RawCallCodec())
 	if err != nil {
 		a.failCall(stream, cancelStream, err)

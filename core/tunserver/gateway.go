@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/internal/testhooks"
 )
 
@@ -23,14 +25,17 @@ type gatewayHandler struct {
 	registry    *Registry
 	replayLimit int
 	log         *slog.Logger
+	tracer      trace.Tracer
 }
 
-func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
-	ctx := stream.Context()
+func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) (err error) {
 	c, err := parseCall(stream)
 	if err != nil {
 		return err
 	}
+	ctx, span := g.tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.md)), "kas.gateway",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(callAttrs(c)...))
+	defer func() { endSpan(span, err) }()
 	found, h := g.registry.FindTunnel(c.agentID, c.service, c.method)
 	defer h.Done()
 	if !found {
@@ -38,7 +43,9 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 			return err
 		}
 	}
+	_, fspan := g.tracer.Start(ctx, "kas.find_tunnel")
 	tun, err := h.Get(ctx)
+	endSpan(fspan, err)
 	if err != nil {
 		return gatewayFindErr(ctx, err)
 	}
@@ -54,7 +61,10 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
-	err = tun.forward(ctx, g.registry, startRequestPump(stream, c.info, g.replayLimit), sink)
+	wctx, wspan := g.tracer.Start(ctx, "kas.forward")
+	tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.info.Meta))
+	err = tun.forward(wctx, g.registry, startRequestPump(stream, c.info, g.replayLimit), sink)
+	endSpan(wspan, err)
 	if errors.Is(err, errRetryOtherTunnel) {
 		// The routing kas kept the request: it sends the call to another tunnel, here or elsewhere.
 		stream.SetTrailer(metadata.Pairs(retryTrailerKey, "1"))
@@ -89,6 +99,9 @@ func parseCall(stream grpc.ServerStream) (call, error) {
 		return call{}, err
 	}
 	info := &rpc.RequestInfo{MethodName: fullMethod, Meta: agentMeta(md)}
+	if info.Meta == nil {
+		info.Meta = map[string]*rpc.Values{} // trace context may be added
+	}
 	if dl, ok := ctx.Deadline(); ok {
 		info.Deadline = timestamppb.New(dl)
 	}

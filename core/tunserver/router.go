@@ -8,13 +8,18 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracing"
 )
 
 // DefaultFindTimeout is how long a call may wait for a tunnel before it fails with DeadlineExceeded.
@@ -34,7 +39,10 @@ type RouterConfig struct {
 	FindTimeout time.Duration
 	// Meter records the routing metrics. Nil records nothing.
 	Meter metric.Meter
-	Log   *slog.Logger
+	// Tracer records routing spans (route, find gateway, forward). Nil records nothing; trace context
+	// from callers still reaches agents.
+	Tracer trace.Tracer
+	Log    *slog.Logger
 }
 
 // Router turns gRPC methods of agent services into routed streams: on the routing side a handler finds a
@@ -71,6 +79,9 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
 	m, err := newRoutingMetrics(cfg.Meter)
 	if err != nil {
 		return nil, err
@@ -78,7 +89,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	return &Router{
 		cfg:     cfg,
 		metrics: m,
-		gateway: &gatewayHandler{registry: cfg.Registry, replayLimit: DefaultReplayLimit, log: cfg.Log},
+		gateway: &gatewayHandler{registry: cfg.Registry, replayLimit: DefaultReplayLimit, log: cfg.Log, tracer: cfg.Tracer},
 		log:     cfg.Log,
 	}, nil
 }
@@ -117,12 +128,14 @@ func bidiServiceDesc(desc *grpc.ServiceDesc, h grpc.StreamHandler) *grpc.Service
 
 // RouteStream routes one call: it is a grpc.StreamHandler, usable as a server's unknown service handler
 // to route any method.
-func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
-	ctx := stream.Context()
+func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 	c, err := parseCall(stream)
 	if err != nil {
 		return err
 	}
+	ctx, span := r.cfg.Tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.md)), "kas.route",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(callAttrs(c)...))
+	defer func() { endSpan(span, err) }()
 	start := time.Now()
 	// Read the request while the gateway is being found: the request info and the first messages then
 	// leave together.
@@ -137,18 +150,30 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		FindTimeout: r.cfg.FindTimeout,
 	}
 	for retry := false; ; retry = true {
-		gw, err := r.cfg.Finder.FindGateway(ctx, req)
+		fctx, fspan := r.cfg.Tracer.Start(ctx, "kas.find_gateway")
+		// The gateway continues the trace under this find.
+		req.Metadata = c.md.Copy()
+		tracing.Propagator.Inject(fctx, tracing.MDCarrier(req.Metadata))
+		gw, err := r.cfg.Finder.FindGateway(fctx, req)
+		if gw.URL != "" {
+			fspan.SetAttributes(attribute.String("tunnel.gateway", gw.URL))
+		}
+		endSpan(fspan, err)
 		if err != nil {
 			return r.findFailed(ctx, c, start, retry, err)
 		}
 		if !retry {
 			r.metrics.found(start)
 		}
+		wctx, wspan := r.cfg.Tracer.Start(ctx, "kas.forward")
 		if gw.stream != nil {
-			err = forwardRemote(ctx, w, gw.stream, pump)
+			err = forwardRemote(wctx, w, gw.stream, pump)
 		} else {
-			err = gw.tunnel.forward(ctx, r.cfg.Registry, pump, w.agentMessage)
+			// The agent's service continues the trace under this forward.
+			tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.info.Meta))
+			err = gw.tunnel.forward(wctx, r.cfg.Registry, pump, w.agentMessage)
 		}
+		endSpan(wspan, err)
 		gw.Release()
 		if errors.Is(err, errRetryOtherTunnel) {
 			// The tunnel went away before the agent took the call: nothing happened, try again.
@@ -160,6 +185,18 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) error {
 		}
 		return w.final
 	}
+}
+
+func callAttrs(c call) []attribute.KeyValue {
+	return []attribute.KeyValue{attribute.Int64("tunnel.agent_id", c.agentID), attribute.String("rpc.method", c.fullMethod)}
+}
+
+// endSpan ends span, marking an error.
+func endSpan(span trace.Span, err error) {
+	if err != nil && !errors.Is(err, errRetryOtherTunnel) {
+		span.SetStatus(otelcodes.Error, status.Convert(err).Message())
+	}
+	span.End()
 }
 
 // findFailed records a failed find and returns the caller's status.
