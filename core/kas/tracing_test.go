@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
-	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/core/tracing"
+	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
