@@ -3,7 +3,7 @@ GO ?= go
 BUF_VERSION := v1.75.0
 BIN := bin
 
-.PHONY: all build test bench generate lint fmt
+.PHONY: all build test bench generate lint fmt dashboards-up dashboards-down dashboards-gen
 
 all: build
 
@@ -29,3 +29,12 @@ lint:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
+
+# Prometheus and Grafana with the project's dashboards (needs Docker); see dashboards/README.md.
+dashboards-up:
+	docker compose -f dashboards/docker-compose.yml up -d
+dashboards-down:
+	docker compose -f dashboards/docker-compose.yml down
+# Regenerates dashboards/*.json from the Go code that describes them.
+dashboards-gen:
+	$(GO) run ./dashboards/gen
