@@ -148,3 +148,43 @@ func bucketQuantile(q float64, bounds []float64, cumulative []uint64) float64 {
 	}
 	return lower
 }
+
+// RoutingSample is the successful-routing histogram and the timeout counter of some kas instances at one
+// moment. Two samples give what happened between them.
+type RoutingSample struct{ s routingSnapshot }
+
+// SampleRouting reads the routing metrics of the kas instances behind gatherers.
+func SampleRouting(gatherers []prometheus.Gatherer) RoutingSample {
+	return RoutingSample{s: snapshotRouting(gatherers)}
+}
+
+// Since returns what happened from earlier to r: the histogram's finite bounds (seconds), its increase
+// per bucket (one more than the bounds: the last is above the last bound) and the timeouts.
+func (r RoutingSample) Since(earlier RoutingSample) (boundsS []float64, counts []uint64, timeouts int64) {
+	acc := addRouting(nil, earlier.s, r.s)
+	if acc.counts == nil {
+		return nil, nil, int64(acc.timeouts)
+	}
+	prev := uint64(0)
+	for _, c := range acc.counts {
+		counts = append(counts, c-prev)
+		prev = c
+	}
+	return acc.bounds[:len(acc.bounds)-1], counts, int64(acc.timeouts)
+}
+
+// BucketQuantile estimates quantile q (0..1) in seconds from per-bucket counts, as Prometheus's
+// histogram_quantile does.
+func BucketQuantile(q float64, boundsS []float64, counts []uint64) float64 {
+	if len(counts) == 0 {
+		return 0
+	}
+	bounds := append(append([]float64(nil), boundsS...), math.Inf(1))
+	cum := make([]uint64, len(counts))
+	var sum uint64
+	for i, c := range counts {
+		sum += c
+		cum[i] = sum
+	}
+	return bucketQuantile(q, bounds, cum)
+}

@@ -168,3 +168,9 @@ func ParseBytes(s string) (int, error) {
 	}
 	return n * mult, nil
 }
+
+// NewShapeCall is the call factory of a shape with payload bytes on conn; meta decorates each call's
+// context (with the routing agent id, say). The chaos runner drives its load with it.
+func NewShapeCall(shape Shape, payload int, conn grpc.ClientConnInterface, meta func(context.Context) context.Context) load.NewCall {
+	return newCall(shape, payload, conn, meta)
+}

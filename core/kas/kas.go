@@ -490,10 +490,35 @@ func (s *Server) Metrics() *metrics.Provider {
 // ShutdownGrace to finish before they are cut. ctx can shorten the grace. It returns when every server
 // goroutine ended.
 func (s *Server) Shutdown(ctx context.Context) {
+	s.stop(ctx, false)
+}
+
+// Kill stops kas abruptly, as a crash would: every connection drops at once, no agent is told to
+// reconnect elsewhere, calls in flight fail, and the tracker keeps this kas's records until they
+// expire. The harness uses it to inject process faults.
+func (s *Server) Kill() {
+	s.stop(context.Background(), true)
+}
+
+func (s *Server) stop(ctx context.Context, kill bool) {
 	s.shutOnce.Do(func() {
 		s.ready.Store(false)
 		if s.reg != nil && s.reg.cancel != nil {
-			s.reg.stop(ctx)
+			if kill {
+				s.reg.cancel()
+				<-s.reg.done
+			} else {
+				s.reg.stop(ctx)
+			}
+		}
+		if kill {
+			// Connections go before the registry learns anything: no tunnel gets a clean end.
+			for _, srv := range []*grpc.Server{s.apiServer, s.agentServer, s.privateServer} {
+				srv.Stop()
+			}
+			if s.httpTunnel != nil {
+				_ = s.httpTunnel.Close()
+			}
 		}
 		s.registry.Stop()
 		graceCtx, cancel := context.WithTimeout(ctx, s.cfg.ShutdownGrace)

@@ -1,0 +1,206 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
+	"github.com/tunnelbench/tunnelbench/chaos"
+	"github.com/tunnelbench/tunnelbench/chaos/scenario"
+)
+
+// faultEvent is applying or removing one fault of the timeline at its time.
+type faultEvent struct {
+	at     time.Duration
+	remove bool
+	f      *faultState
+}
+
+// faultState follows one fault through the run.
+type faultState struct {
+	f       scenario.Fault
+	name    string
+	applied bool
+	proxies []*chaos.Proxy
+	window  FaultWindow
+	// killAt is when a fault that kills or stops something struck.
+	killAt time.Duration
+}
+
+// faultTimeline applies and removes the scenario's faults on time, one change at a time.
+type faultTimeline struct {
+	sc      *scenario.Scenario
+	t       *topology
+	metrics *harnessmetrics.Metrics
+	start   time.Time
+
+	mu     sync.Mutex
+	states []*faultState
+	errs   []error
+}
+
+func newFaultTimeline(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics) *faultTimeline {
+	ft := &faultTimeline{sc: sc, t: t, metrics: m}
+	for _, f := range sc.Faults {
+		ft.states = append(ft.states, &faultState{f: f, name: f.String(), killAt: -1})
+	}
+	return ft
+}
+
+func (ft *faultTimeline) events() []faultEvent {
+	var ev []faultEvent
+	for _, s := range ft.states {
+		ev = append(ev, faultEvent{at: s.f.At, f: s})
+		if end := s.f.End(ft.sc.Load.Duration); end >= 0 && end < ft.sc.Load.Duration {
+			ev = append(ev, faultEvent{at: end, remove: true, f: s})
+		}
+	}
+	sort.SliceStable(ev, func(i, j int) bool { return ev[i].at < ev[j].at })
+	return ev
+}
+
+// run plays the timeline from start until ctx ends (the load ended) or every event happened.
+func (ft *faultTimeline) run(ctx context.Context, start time.Time) {
+	ft.start = start
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for _, e := range ft.events() {
+		if w := time.Until(start.Add(e.at)); w > 0 {
+			timer.Reset(w)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		if e.remove {
+			ft.remove(e.f)
+		} else {
+			ft.apply(e.f)
+		}
+	}
+}
+
+func (ft *faultTimeline) deadline(f scenario.Fault) (context.Context, context.CancelFunc) {
+	d := f.Deadline
+	if d <= 0 {
+		d = chaos.DefaultChangeDeadline
+	}
+	return context.WithTimeout(context.Background(), d)
+}
+
+func (ft *faultTimeline) fail(err error) {
+	ft.mu.Lock()
+	ft.errs = append(ft.errs, err)
+	ft.mu.Unlock()
+}
+
+func (ft *faultTimeline) labels(s *faultState) (link, fault string) {
+	if s.f.Link != "" {
+		return string(s.f.Link), s.f.Type
+	}
+	return "process", s.f.Type
+}
+
+func (ft *faultTimeline) apply(s *faultState) {
+	ctx, cancel := ft.deadline(s.f)
+	defer cancel()
+	at := time.Since(ft.start)
+	var err error
+	if s.f.Network != nil {
+		s.proxies, err = ft.t.proxies.Select(s.f.Link, s.f.Select)
+		if err == nil {
+			err = chaos.Apply(ctx, s.f.Network, s.proxies)
+		}
+	} else {
+		err = s.f.Process.Apply(ctx, ft.t, s.f.Select)
+		switch s.f.Type {
+		case "kill-kas", "stop-kas", "kill-agents":
+			s.killAt = at // calls in flight now may fail: max_failed: inflight_at_kill
+		}
+	}
+	if err != nil {
+		ft.fail(fmt.Errorf("apply fault %s: %w", s.name, err))
+		return
+	}
+	ft.mu.Lock()
+	s.applied = true
+	s.window = FaultWindow{Name: s.name, StartS: at.Seconds(), EndS: at.Seconds()}
+	ft.mu.Unlock()
+	link, fault := ft.labels(s)
+	reversible := s.f.Network != nil || s.f.Process.Reversible() && s.f.For > 0
+	ft.metrics.Fault(ft.sc.Name, link, fault, reversible)
+}
+
+func (ft *faultTimeline) remove(s *faultState) {
+	ft.mu.Lock()
+	applied := s.applied
+	ft.mu.Unlock()
+	if !applied {
+		return
+	}
+	ctx, cancel := ft.deadline(s.f)
+	defer cancel()
+	var err error
+	switch {
+	case s.f.Network != nil:
+		err = chaos.Remove(ctx, s.f.Network, s.proxies)
+	case s.f.Process.Reversible() && s.f.For > 0:
+		err = s.f.Process.Remove(ctx, ft.t, s.f.Select)
+	default:
+		return // not undone
+	}
+	at := time.Since(ft.start)
+	link, fault := ft.labels(s)
+	ft.metrics.Fault(ft.sc.Name, link, fault, false)
+	ft.mu.Lock()
+	s.applied = false
+	s.window.EndS = at.Seconds()
+	ft.mu.Unlock()
+	if err != nil {
+		ft.fail(fmt.Errorf("remove fault %s: %w", s.name, err))
+	}
+}
+
+// finish removes the faults still applied at the end of the load (link faults without `for`).
+func (ft *faultTimeline) finish() {
+	for _, s := range ft.states {
+		if s.f.Network != nil {
+			ft.remove(s)
+		}
+	}
+}
+
+// active names the faults applied at t (since start).
+func (ft *faultTimeline) windows() []FaultWindow {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	var out []FaultWindow
+	for _, s := range ft.states {
+		if s.window.Name != "" {
+			out = append(out, s.window)
+		}
+	}
+	return out
+}
+
+func (ft *faultTimeline) killTimes() []time.Duration {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	var out []time.Duration
+	for _, s := range ft.states {
+		if s.killAt >= 0 {
+			out = append(out, s.killAt)
+		}
+	}
+	return out
+}
+
+func (ft *faultTimeline) errors() []error {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	return append([]error(nil), ft.errs...)
+}

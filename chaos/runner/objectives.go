@@ -1,0 +1,130 @@
+package runner
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/chaos/scenario"
+)
+
+// checkObjectives measures each objective of the scenario and records it with its verdict.
+func checkObjectives(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, ft *faultTimeline) {
+	refs := map[scenario.Ref]float64{}
+	var inflight int64
+	for _, at := range ft.killTimes() {
+		inflight += inflightAt(rec, at)
+	}
+	if kills := ft.killTimes(); len(kills) > 0 {
+		refs[scenario.RefInflightAtKill] = float64(inflight)
+	}
+	affected, known := sc.AffectedAgents()
+	for _, o := range sc.Expect {
+		records := rec.records
+		if o.Scope == scenario.ScopeUnaffected {
+			if !known {
+				sum.Objectives = append(sum.Objectives, ObjectiveResult{Name: o.String(), Want: o.Text, Got: "not measurable: the faults select agents by kas", OK: false})
+				continue
+			}
+			records = nil
+			for _, r := range rec.records {
+				if !slices.Contains(affected, r.agent) {
+					records = append(records, r)
+				}
+			}
+		}
+		got, display, err := measure(o, records, sum, s)
+		res := ObjectiveResult{Name: o.String(), Want: o.Text, Got: display}
+		if err == nil {
+			res.OK, err = o.Met(got, refs)
+		}
+		if err != nil {
+			res.Got, res.OK = err.Error(), false
+		}
+		if o.Ref != "" {
+			if v, ok := refs[o.Ref]; ok {
+				res.Want = fmt.Sprintf("%s (%s)", o.Text, fmtFloat(v))
+			}
+		}
+		sum.Objectives = append(sum.Objectives, res)
+	}
+}
+
+// measure returns an objective's actual value and how to show it.
+func measure(o scenario.Objective, records []record, sum *Summary, s *sampler) (float64, string, error) {
+	switch o.Metric {
+	case scenario.SuccessRatio:
+		if len(records) == 0 {
+			return 0, "", fmt.Errorf("no calls to measure")
+		}
+		ok := 0
+		for _, r := range records {
+			if r.code == codes.OK {
+				ok++
+			}
+		}
+		v := float64(ok) / float64(len(records))
+		return v, fmt.Sprintf("%.5f (%d of %d)", v, ok, len(records)), nil
+	case scenario.LatencyP50, scenario.LatencyP90, scenario.LatencyP99:
+		if len(records) == 0 {
+			return 0, "", fmt.Errorf("no calls to measure")
+		}
+		q := map[scenario.Metric]float64{scenario.LatencyP50: 50, scenario.LatencyP90: 90, scenario.LatencyP99: 99}[o.Metric]
+		h := load.NewHistogram()
+		for _, r := range records {
+			record2hist(h, r.dur)
+		}
+		d := time.Duration(h.ValueAtQuantile(q)) * time.Microsecond
+		return d.Seconds(), d.String(), nil
+	case scenario.RoutingTimeouts:
+		return float64(sum.Routing.Timeouts), fmt.Sprint(sum.Routing.Timeouts), nil
+	case scenario.Recovery:
+		if sum.RecoveryS == nil {
+			return 0, "", fmt.Errorf("no fault ended during the load")
+		}
+		return *sum.RecoveryS, (time.Duration(*sum.RecoveryS * float64(time.Second))).Round(time.Millisecond).String(), nil
+	case scenario.FailedCalls:
+		var n int64
+		for _, r := range records {
+			if r.code != codes.OK {
+				n++
+			}
+		}
+		return float64(n), fmt.Sprint(n), nil
+	case scenario.ReconnectRate:
+		v := s.peakReconnectRate()
+		return v, fmt.Sprintf("%.0f/s", v), nil
+	}
+	return 0, "", fmt.Errorf("unknown objective %s", o.Metric)
+}
+
+// checkInvariants records what must hold in every run: every call has one outcome, no call outlives its
+// deadline by more than DeadlineSlack, and the topology leaves no goroutine behind.
+func checkInvariants(sum *Summary, sc *scenario.Scenario, rec *recorder, leaked int) {
+	var failed int64
+	for _, n := range sum.Calls.FailedByCode {
+		failed += n
+	}
+	sum.Objectives = append(sum.Objectives, ObjectiveResult{
+		Name: "invariant: one outcome per call", Want: "sent = ok + failed",
+		Got: fmt.Sprintf("%d = %d + %d", sum.Calls.Sent, sum.Calls.OK, failed),
+		OK:  sum.Calls.Sent == sum.Calls.OK+failed && sum.Calls.Sent == int64(len(rec.offered)),
+	})
+	var worst time.Duration
+	for _, r := range rec.records {
+		// A call's deadline counts from when it started; its latency from when it was due.
+		over := r.dur - (r.start - r.due) - sc.Load.CallTimeout
+		worst = max(worst, over)
+	}
+	sum.Objectives = append(sum.Objectives, ObjectiveResult{
+		Name: "invariant: calls end by their deadline", Want: fmt.Sprintf("<= %s late", DeadlineSlack),
+		Got: max(worst, 0).Round(time.Millisecond).String() + " late", OK: worst <= DeadlineSlack,
+	})
+	sum.Objectives = append(sum.Objectives, ObjectiveResult{
+		Name: "invariant: no goroutine growth after the topology stops", Want: fmt.Sprintf("<= %d", goroutineSlack),
+		Got: fmt.Sprint(leaked), OK: leaked <= goroutineSlack,
+	})
+}

@@ -1,0 +1,281 @@
+// Package runner runs chaos scenarios: it starts the scenario's topology with a proxy on every link,
+// drives its load, applies its faults on time, records what happened second by second, and checks the
+// objectives and the invariants that always hold.
+//
+// A scenario that cannot apply or remove a fault fails with the reason; it never reports a pass it did
+// not measure.
+package runner
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
+	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/chaos"
+	"github.com/tunnelbench/tunnelbench/chaos/scenario"
+)
+
+// Invariant bounds.
+const (
+	// DeadlineSlack is how much later than its deadline a call may end.
+	DeadlineSlack = time.Second
+	// goroutineSlack is how many goroutines may remain after the topology stopped (runtime timers,
+	// connection pools closing in the background) without counting as a leak.
+	goroutineSlack  = 20
+	goroutineSettle = 15 * time.Second
+)
+
+// Options configure a run.
+type Options struct {
+	// Metrics, when set, records the run live (tunnelbench_* with scenario = the scenario's name).
+	Metrics *harnessmetrics.Metrics
+	// Attach, when set, is called with each kas's metrics while the topology runs (for a live
+	// /metrics); the function it returns is called when the topology stops.
+	Attach func(i int, g prometheus.Gatherer) func()
+	Log    *slog.Logger
+	// Progress, when set, is told what the run is doing.
+	Progress func(string)
+}
+
+// Run runs one scenario and returns its summary. The error is for runs that could not start; a
+// scenario whose faults or objectives fail returns a summary with Passed false.
+func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	progress := func(format string, args ...any) {
+		if opts.Progress != nil {
+			opts.Progress(fmt.Sprintf(format, args...))
+		}
+	}
+	sum := &Summary{Schema: SummarySchema, Scenario: sc.Name, File: sc.File, Description: sc.Description, Env: bench.CollectEnv(time.Now())}
+	goroutines0 := countGoroutines()
+	progress("%s: starting %d kas and %d agents", sc.Name, sc.Topology.Kas, sc.Topology.Agents)
+	t, err := startTopology(ctx, sc, opts.Log)
+	if err != nil {
+		return nil, err
+	}
+	closed := false
+	closeTopology := func() {
+		if !closed {
+			closed = true
+			t.close()
+		}
+	}
+	defer closeTopology()
+	if opts.Attach != nil {
+		for i, g := range t.gatherers() {
+			defer opts.Attach(i, g)()
+		}
+	}
+
+	gen, err := newLoadGen(sc, t, opts.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	ft := newFaultTimeline(sc, t, opts.Metrics)
+	sampler := newSampler(t, ft)
+
+	progress("%s: %s of load with %d faults", sc.Name, sc.Load.Duration, len(sc.Faults))
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	faultsCtx, stopFaults := context.WithCancel(ctx)
+	faultsDone := make(chan struct{})
+	start := time.Now()
+	sampler.start(start)
+	go func() {
+		defer close(faultsDone)
+		ft.run(faultsCtx, start)
+	}()
+	gen.run(loadCtx)
+	stopFaults()
+	<-faultsDone
+	ft.finish()
+	sampler.stop()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	progress("%s: load done, stopping the topology", sc.Name)
+	closeTopology()
+	leaked := goroutineGrowth(goroutines0)
+
+	summarize(sum, sc, gen.rec, sampler, ft)
+	checkObjectives(sum, sc, gen.rec, sampler, ft)
+	checkInvariants(sum, sc, gen.rec, leaked)
+	sum.Passed = sum.Failure == ""
+	for _, o := range sum.Objectives {
+		sum.Passed = sum.Passed && o.OK
+	}
+	for _, err := range ft.errors() {
+		sum.Passed = false
+		if sum.Failure == "" {
+			sum.Failure = err.Error()
+		}
+	}
+	return sum, nil
+}
+
+// countGoroutines counts this process's goroutines, leaving out the ones toxiproxy leaves blocked for
+// good on connections a toxic closed (see chaos.LeakyFunctions).
+func countGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		leaky := false
+		for _, f := range chaos.LeakyFunctions {
+			if strings.Contains(g, f) {
+				leaky = true
+			}
+		}
+		if !leaky && strings.TrimSpace(g) != "" {
+			count++
+		}
+	}
+	return count
+}
+
+// goroutineGrowth waits for the goroutines of the stopped topology to end and returns how many more
+// there are than before it started.
+func goroutineGrowth(before int) int {
+	deadline := time.Now().Add(goroutineSettle)
+	for {
+		grown := countGoroutines() - before
+		if grown <= goroutineSlack || time.Now().After(deadline) {
+			return grown
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func latencyOf(h *hdrhistogram.Histogram) bench.Latency {
+	return bench.Latency{P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
+}
+
+func record2hist(h *hdrhistogram.Histogram, d time.Duration) {
+	us := max(d.Microseconds(), 1)
+	_ = h.RecordValue(min(us, int64(5*time.Minute/time.Microsecond)))
+}
+
+// summarize fills the calls, the routing totals, the faults and the timeline.
+func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, ft *faultTimeline) {
+	sum.Calls.FailedByCode = map[string]int64{}
+	all := load.NewHistogram()
+	seconds := int(math.Ceil(sc.Load.Duration.Seconds()))
+	for _, r := range rec.records {
+		seconds = max(seconds, int(r.end()/time.Second)+1)
+	}
+	tl := make([]Second, seconds)
+	hists := make([]*hdrhistogram.Histogram, seconds)
+	for i := range tl {
+		tl[i].T = i
+		hists[i] = load.NewHistogram()
+	}
+	for _, d := range rec.offered {
+		if i := int(d / time.Second); i < seconds {
+			tl[i].Offered++
+		}
+	}
+	for _, r := range rec.records {
+		sum.Calls.Sent++
+		record2hist(all, r.dur)
+		i := int(r.end() / time.Second)
+		tl[i].Achieved++
+		record2hist(hists[i], r.dur)
+		if r.code == codes.OK {
+			sum.Calls.OK++
+			tl[i].OK++
+			continue
+		}
+		sum.Calls.FailedByCode[r.code.String()]++
+		if tl[i].ByCode == nil {
+			tl[i].ByCode = map[string]int64{}
+		}
+		tl[i].ByCode[r.code.String()]++
+	}
+	sum.Calls.LatencyUs = latencyOf(all)
+	for i := range tl {
+		if tl[i].Achieved > 0 {
+			tl[i].LatencyUs = latencyOf(hists[i])
+		}
+	}
+	s.fill(tl, sum)
+	sum.Faults = ft.windows()
+	for i := range tl {
+		for _, w := range sum.Faults {
+			if w.StartS < float64(i+1) && (w.EndS > float64(i) || w.EndS == w.StartS && w.StartS >= float64(i)) {
+				tl[i].ActiveFaults = append(tl[i].ActiveFaults, w.Name)
+			}
+		}
+	}
+	sum.Timeline = tl
+	if r, ok := recovery(rec, sum.Faults); ok {
+		sum.RecoveryS = &r
+	}
+}
+
+// recovery is, over the faults that ended during the load, the longest time from a fault's end until
+// the last failed call that started before the next fault: after it, calls succeeded again.
+func recovery(rec *recorder, windows []FaultWindow) (float64, bool) {
+	if len(windows) == 0 {
+		return 0, false
+	}
+	ends := make([]float64, 0, len(windows))
+	for _, w := range windows {
+		ends = append(ends, w.EndS)
+	}
+	slices.Sort(ends)
+	worst := 0.0
+	for k, end := range ends {
+		next := math.Inf(1)
+		if k+1 < len(ends) {
+			next = ends[k+1]
+		}
+		last := end
+		for _, r := range rec.records {
+			s := r.start.Seconds()
+			if r.code != codes.OK && s >= end && s < next {
+				last = max(last, r.end().Seconds())
+			}
+		}
+		worst = max(worst, last-end)
+	}
+	return worst, true
+}
+
+// inflightAt counts the calls running at t.
+func inflightAt(rec *recorder, t time.Duration) int64 {
+	var n int64
+	for _, r := range rec.records {
+		if r.start <= t && r.end() > t {
+			n++
+		}
+	}
+	return n
+}
+
+func fmtFloat(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.4g", v)
+}
