@@ -3,7 +3,7 @@ GO ?= go
 BUF_VERSION := v1.75.0
 BIN := bin
 
-.PHONY: all build test bench generate lint fmt dashboards-up dashboards-down dashboards-gen
+.PHONY: all build test bench chaos generate lint fmt dashboards-up dashboards-down dashboards-gen
 
 all: build
 
@@ -18,6 +18,10 @@ test:
 # The benchmark matrix on an in-process topology; results in results/latest.
 bench:
 	$(GO) run ./cmd/tunnelbench bench --out results/latest
+
+# Every chaos scenario in scenarios/ against an in-process topology; results in results/chaos/.
+chaos:
+	$(GO) run ./cmd/tunnelbench chaos --dir scenarios --out results/chaos
 
 # Regenerates the protobuf code with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc; see buf.gen.yaml).
 generate:

@@ -37,7 +37,11 @@ func checkObjectives(sum *Summary, sc *scenario.Scenario, rec *recorder, s *samp
 			}
 		}
 		got, display, err := measure(o, records, sum, s)
-		res := ObjectiveResult{Name: o.String(), Want: o.Text, Got: display}
+		want := o.Text
+		if o.Ref == "" && (want == "true" || want == "") {
+			want = fmt.Sprintf("%s %s", o.Op, fmtFloat(o.Threshold)) // zero_failed: true
+		}
+		res := ObjectiveResult{Name: o.String(), Want: want, Got: display}
 		if err == nil {
 			res.OK, err = o.Met(got, refs)
 		}

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -233,31 +232,27 @@ func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, f
 	}
 }
 
-// recovery is, over the faults that ended during the load, the longest time from a fault's end until
-// the last failed call that started before the next fault: after it, calls succeeded again.
+// recovery is, over the faults of the run, the longest time from a fault's end until the last failed
+// call that started before the next fault: calls that started after it succeeded again.
 func recovery(rec *recorder, windows []FaultWindow) (float64, bool) {
 	if len(windows) == 0 {
 		return 0, false
 	}
-	ends := make([]float64, 0, len(windows))
-	for _, w := range windows {
-		ends = append(ends, w.EndS)
-	}
-	slices.Sort(ends)
 	worst := 0.0
-	for k, end := range ends {
+	for _, w := range windows {
 		next := math.Inf(1)
-		if k+1 < len(ends) {
-			next = ends[k+1]
-		}
-		last := end
-		for _, r := range rec.records {
-			s := r.start.Seconds()
-			if r.code != codes.OK && s >= end && s < next {
-				last = max(last, r.end().Seconds())
+		for _, o := range windows {
+			if o.StartS >= w.EndS && o != w {
+				next = min(next, o.StartS)
 			}
 		}
-		worst = max(worst, last-end)
+		last := w.EndS
+		for _, r := range rec.records {
+			if s := r.start.Seconds(); r.code != codes.OK && s >= w.EndS && s < next {
+				last = max(last, s)
+			}
+		}
+		worst = max(worst, last-w.EndS)
 	}
 	return worst, true
 }

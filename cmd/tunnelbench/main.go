@@ -17,6 +17,8 @@ const usage = `tunnelbench measures what the reverse gRPC tunnel costs and how i
 
 Usage:
   tunnelbench bench [flags]    run the benchmark matrix (tunnel vs direct gRPC) and write results
+  tunnelbench scenario run FILE  run one chaos scenario (faults on every link, objectives) and write results
+  tunnelbench chaos            run every scenario in scenarios/ (make chaos), results in results/chaos/
   tunnelbench demo-server      serve the demo service on plain gRPC (an upstream for agentk --expose)
   tunnelbench help             show this help
 
@@ -37,6 +39,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "scenario":
+		return runScenarioCmd(ctx, args[1:], stdout, stderr)
+	case "chaos":
+		return runChaos(ctx, args[1:], stdout, stderr)
 	case "demo-server":
 		return runDemoServer(ctx, args[1:], stdout)
 	case "kas":

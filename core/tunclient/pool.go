@@ -46,6 +46,8 @@ type pool struct {
 	total    int
 	stopping bool
 	idle     map[*conn]struct{}
+	// reconnectAt is when tunnels ended by a kas shutdown reconnect (see shutdownWait).
+	reconnectAt time.Time
 
 	wg sync.WaitGroup
 }
@@ -101,13 +103,30 @@ func (p *pool) moveLocked(c *conn, to connState) {
 	c.state = to
 }
 
+// scaleUpLocked opens tunnels when fewer than MinIdle are idle or on their way: as many as are missing,
+// or a quarter of the busy ones when calls pile up, at most ScaleUpStep at once. An agent with an
+// occasional call keeps MinIdle+1 tunnels; one under a burst grows by a quarter per round trip.
 func (p *pool) scaleUpLocked() {
 	if p.stopping {
 		return
 	}
-	if p.counts[connIdle]+p.counts[connConnecting] < p.cfg.MinIdle {
-		p.spawnLocked(p.cfg.ScaleUpStep)
+	missing := p.cfg.MinIdle - (p.counts[connIdle] + p.counts[connConnecting])
+	if missing > 0 {
+		p.spawnLocked(min(p.cfg.ScaleUpStep, max(missing, p.counts[connBusy]/4)))
 	}
+}
+
+// shutdownWait is how long a tunnel that kas ended for shutdown waits before it reconnects. The wait is
+// drawn once per agent and shutdown, not per tunnel: with one draw per tunnel the earliest of many
+// would cluster near zero, and agents would still stampede the surviving kas.
+func (p *pool) shutdownWait() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if !p.reconnectAt.After(now) {
+		p.reconnectAt = now.Add(upTo(p.cfg.ShutdownReconnectJitter))
+	}
+	return p.reconnectAt.Sub(now)
 }
 
 func (p *pool) exit(c *conn) {
@@ -144,7 +163,7 @@ func (p *pool) run() {
 			b.reset()
 		case endShutdown:
 			b.reset()
-			wait = upTo(p.cfg.ShutdownReconnectJitter)
+			wait = p.shutdownWait()
 		case endError:
 			wait = b.wait()
 		}

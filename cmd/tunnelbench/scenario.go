@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/chaos/runner"
+	"github.com/tunnelbench/tunnelbench/chaos/scenario"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
+)
+
+// errObjectivesFailed makes the process exit 1: the tunnel did not hold.
+var errObjectivesFailed = errors.New("the tunnel did not meet every objective")
+
+const scenarioUsage = `
+tunnelbench scenario run executes one scenario file: it starts the scenario's topology in this process
+with a fault proxy on every link, sends its load, applies its faults on time and checks its objectives.
+
+Results: OUT/summary.json (schema tunnelbench/scenario/v1), OUT/report.md and OUT/plots/*.svg.
+Exit status: 0 when every objective held, 1 when one failed, 2 when the file is not a valid scenario.
+
+Usage: tunnelbench scenario run FILE [--out DIR] [--metrics-listen ADDR]
+`
+
+const chaosUsage = `
+tunnelbench chaos runs every scenario file of a directory (scenarios/ by default), one after the other,
+and writes each one's results to OUT/<name>/ and a table of all of them to OUT/README.md.
+Exit status: 0 when every scenario held, 1 when one failed, 2 when a file is not a valid scenario.
+
+Usage: tunnelbench chaos [--dir DIR] [--out DIR] [--only NAME,...]
+`
+
+func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "run" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprint(stdout, strings.TrimPrefix(scenarioUsage, "\n"))
+			return nil
+		}
+		return cli.Usagef("want: tunnelbench scenario run FILE")
+	}
+	fs := flag.NewFlagSet("tunnelbench scenario run", flag.ContinueOnError)
+	cli.SetUsage(fs, scenarioUsage)
+	out := fs.String("out", "", "directory for the results (default results/scenarios/<name>)")
+	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics for Prometheus at this address, e.g. "+bench.DefaultMetricsListen)
+	pos, err := cli.ParsePositional(fs, args[1:], stdout, 1)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return cli.Usagef("missing the scenario FILE")
+	}
+	file := pos[0]
+	sc, err := scenario.Load(file)
+	if err != nil {
+		return cli.UsageError{Err: err}
+	}
+	dir := *out
+	if dir == "" {
+		dir = filepath.Join("results", "scenarios", sc.Name)
+	}
+	ms, err := startMetrics(*metricsListen, stderr)
+	if err != nil {
+		return err
+	}
+	if ms != nil {
+		defer ms.Close()
+	}
+	sum, err := runOne(ctx, sc, dir, ms, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	if !sum.Passed {
+		return errObjectivesFailed
+	}
+	return nil
+}
+
+func startMetrics(addr string, stderr io.Writer) (*bench.MetricsServer, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ms, err := bench.StartMetricsServer(addr)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "serving metrics on http://%s/metrics\n", ms.Addr())
+	return ms, nil
+}
+
+// runOne runs a scenario and writes its results to dir.
+func runOne(ctx context.Context, sc *scenario.Scenario, dir string, ms *bench.MetricsServer, stdout, stderr io.Writer) (*runner.Summary, error) {
+	opts := runner.Options{Progress: func(s string) { fmt.Fprintln(stderr, s) }}
+	if ms != nil {
+		opts.Metrics = ms.Metrics
+		opts.Attach = func(i int, g prometheus.Gatherer) func() { return ms.Attach("kas", fmt.Sprint(i), g) }
+	}
+	sum, err := runner.Run(ctx, sc, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: interrupted", sc.Name)
+		}
+		return nil, fmt.Errorf("%s: %w", sc.Name, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := sum.WriteJSON(dir); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.md"))
+	if err != nil {
+		return nil, err
+	}
+	if err := runner.WriteMarkdown(f, sum); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	if _, err := runner.WritePlots(filepath.Join(dir, "plots"), sum); err != nil {
+		return nil, fmt.Errorf("plots: %w", err)
+	}
+	if err := runner.WriteText(stdout, sum); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "results in %s\n\n", dir)
+	return sum, nil
+}
+
+func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tunnelbench chaos", flag.ContinueOnError)
+	cli.SetUsage(fs, chaosUsage)
+	dir := fs.String("dir", "scenarios", "directory of scenario files (*.yaml)")
+	out := fs.String("out", filepath.Join("results", "chaos"), "directory for the results")
+	only := fs.String("only", "", "comma-separated scenario names to run (default all)")
+	metricsListen := fs.String("metrics-listen", "", "serve the runs' metrics for Prometheus at this address, e.g. "+bench.DefaultMetricsListen)
+	if err := cli.Parse(fs, args, stdout); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(*dir, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	if len(files) == 0 {
+		return cli.Usagef("no scenario files (*.yaml) in %s", *dir)
+	}
+	var scs []*scenario.Scenario
+	var errs []error
+	want, found := map[string]bool{}, map[string]bool{}
+	for _, n := range split(*only) {
+		want[n] = true
+	}
+	for _, f := range files {
+		sc, err := scenario.Load(f)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if len(want) == 0 || want[sc.Name] {
+			scs = append(scs, sc)
+			found[sc.Name] = true
+		}
+	}
+	for n := range want {
+		if !found[n] {
+			errs = append(errs, fmt.Errorf("--only: no scenario named %s in %s", n, *dir))
+		}
+	}
+	if len(errs) > 0 {
+		return cli.UsageError{Err: errors.Join(errs...)}
+	}
+	ms, err := startMetrics(*metricsListen, stderr)
+	if err != nil {
+		return err
+	}
+	if ms != nil {
+		defer ms.Close()
+	}
+	var results []*runner.Summary
+	failed := 0
+	for i, sc := range scs {
+		fmt.Fprintf(stderr, "[%d/%d] %s\n", i+1, len(scs), sc.Name)
+		sum, err := runOne(ctx, sc, filepath.Join(*out, sc.Name), ms, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		results = append(results, sum)
+		if !sum.Passed {
+			failed++
+		}
+	}
+	f, err := os.Create(filepath.Join(*out, "README.md"))
+	if err != nil {
+		return err
+	}
+	if err := runner.WriteChaosIndex(f, results); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d of %d scenarios held; summary in %s\n", len(results)-failed, len(results), filepath.Join(*out, "README.md"))
+	if failed > 0 {
+		return fmt.Errorf("%d scenarios failed: %w", failed, errObjectivesFailed)
+	}
+	return nil
+}
