@@ -49,6 +49,29 @@ func Parse(fs *flag.FlagSet, args []string, out io.Writer) error {
 	return nil
 }
 
+// ParsePositional is Parse for commands that take up to n positional arguments, before or after the
+// flags; it returns them.
+func ParsePositional(fs *flag.FlagSet, args []string, out io.Writer, n int) ([]string, error) {
+	var pos []string
+	for len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(pos) < n {
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(out)
+			fs.Usage()
+			return nil, ErrHelp
+		}
+		return nil, UsageError{Err: err}
+	}
+	pos = append(pos, fs.Args()...)
+	if len(pos) > n {
+		return nil, Usagef("unexpected argument %q", pos[n])
+	}
+	return pos, nil
+}
+
 // SetUsage gives fs a usage text: the summary, then every flag with its default.
 func SetUsage(fs *flag.FlagSet, summary string) {
 	fs.Usage = func() {
