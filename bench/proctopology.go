@@ -266,6 +266,16 @@ func startProcessTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology,
 		return nil, err
 	}
 	t.children = append(t.children, d)
+	if err := waitChild(ctx, d, func() bool {
+		c, err := net.DialTimeout("tcp", directAddr, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		_ = c.Close()
+		return true
+	}); err != nil {
+		return nil, err
+	}
 	if t.Direct, err = dialCaller(mustTCPAddr(directAddr), nil, cfg.MaxMessageSize); err != nil {
 		return nil, err
 	}

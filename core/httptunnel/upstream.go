@@ -129,14 +129,13 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		violation error
 	)
 	go func() {
-		err := readRequestBody(stream, &checker, hdr.GetContentLength(), pw)
-		if s, ok := status.FromError(err); ok && s.Code() == codes.InvalidArgument {
+		_ = readRequestBody(stream, &checker, hdr.GetContentLength(), pw, func(err error) {
 			log.Warn("kas broke the http tunnel protocol", "err", err)
 			readMu.Lock()
 			violation = err
 			readMu.Unlock()
 			cancel()
-		}
+		})
 	}()
 	defer func() {
 		// Wake a reader blocked writing the body. The reader itself ends with the call, once this handler
@@ -251,9 +250,15 @@ func (u *Upstream) target(escapedPath, rawQuery string) (*url.URL, error) {
 // the order. It closes pw: cleanly at the end of a body of the announced length, with an error
 // otherwise, so that the upstream never takes a truncated body for a complete one. It returns nil at a
 // clean end, an InvalidArgument status for a protocol violation, or the stream's error.
-func readRequestBody(stream HTTPTunnel_ExchangeServer, checker *rpc.Checker, contentLength int64, pw *io.PipeWriter) (err error) {
+//
+// A violation is reported to onViolation before pw fails, so that the upstream request, which fails with
+// pw, never wins the race to say what went wrong.
+func readRequestBody(stream HTTPTunnel_ExchangeServer, checker *rpc.Checker, contentLength int64, pw *io.PipeWriter, onViolation func(error)) (err error) {
 	defer func() {
 		if err != nil {
+			if s, ok := status.FromError(err); ok && s.Code() == codes.InvalidArgument {
+				onViolation(err)
+			}
 			_ = pw.CloseWithError(err)
 		}
 	}()
