@@ -217,7 +217,7 @@ func startProcessTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology,
 		}
 		args := append([]string{"kas",
 			"--agent-listen", addrs["agent"], "--api-listen", addrs["api"], "--private-listen", addrs["private"],
-			"--metrics-listen", addrs["metrics"], "--http-listen", addrs["http"], "--agent-tokens-file", tokensFile,
+			"--metrics-listen", addrs["metrics"], "--http-listen", addrs["http"], "--agent-tokens-file", tokensFile, "--dev",
 			"--max-message-size", strconv.Itoa(cfg.MaxMessageSize), "--log-level", "warn",
 		}, replicaArgs...)
 		if cfg.FindTimeout > 0 {

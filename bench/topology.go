@@ -172,6 +172,7 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 			return nil, err
 		}
 		kc := kas.Config{
+			Dev:              true, // loopback and in-memory listeners only
 			Authenticator:    auth,
 			FindTimeout:      cfg.FindTimeout,
 			MaxConnectionAge: cfg.MaxConnectionAge,

@@ -183,6 +183,7 @@ func (t *topology) startKas(i int) error {
 		}
 	}
 	cfg := kas.Config{
+		Dev:              true, // loopback and in-memory listeners only
 		AgentListener:    n.agentLis,
 		APIListener:      api,
 		PrivateListener:  priv,

@@ -7,6 +7,7 @@ package agentk
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +45,9 @@ type Config struct {
 	// HTTPUpstream, when set, receives the HTTP requests kas's HTTP listener sends to this agent
 	// (/agents/{id}/{path} arrives as /{path}).
 	HTTPUpstream *url.URL
+	// TLS, when set, secures the connection to kas (verifying kas, and presenting a client certificate
+	// for mutual TLS when it has one); nil is plaintext, for loopback development only.
+	TLS *tls.Config
 	// DialOptions are added to the connection to kas.
 	DialOptions []grpc.DialOption
 	// OTLPEndpoint, when set, exports a span per proxied call over OTLP/gRPC (HOST:PORT, plaintext).
@@ -89,7 +93,12 @@ func New(cfg Config) (*Agentk, error) {
 		grpc.WithChainStreamInterceptor(clientMetrics.StreamClientInterceptor()),
 		grpc.WithChainUnaryInterceptor(clientMetrics.UnaryClientInterceptor()),
 	}, cfg.DialOptions...)
-	conn, err := tunclient.DialKas(cfg.KasAddress, cfg.Token, dial...)
+	var conn *grpc.ClientConn
+	if cfg.TLS != nil {
+		conn, err = tunclient.DialKasTLS(cfg.KasAddress, cfg.Token, cfg.TLS, dial...)
+	} else {
+		conn, err = tunclient.DialKas(cfg.KasAddress, cfg.Token, dial...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +180,10 @@ func (k *Agentk) Start() error {
 		k.stopHTTP()
 		return err
 	}
-	k.cfg.Log.Info("agentk started", "kas", k.cfg.KasAddress, "metrics", k.cfg.MetricsListen, "plaintext", true)
+	k.cfg.Log.Info("agentk started", "kas", k.cfg.KasAddress, "metrics", k.cfg.MetricsListen, "tls", k.cfg.TLS != nil)
+	if k.cfg.TLS == nil {
+		k.cfg.Log.Warn("the connection to kas is plaintext: the agent token crosses the network in the clear; use --kas-ca-file beyond loopback")
+	}
 	return nil
 }
 

@@ -1,6 +1,8 @@
 package agentk
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
@@ -16,6 +19,9 @@ import (
 const usage = `
 agentk dials out to kas and serves gRPC calls that kas routes to it through tunnels. Out of the box it
 serves gRPC health, server reflection and a demo service (tunnelbench.demo.v1.Demo).
+
+Over TLS, verifying kas with a CA file and reading the token from a file:
+  agentk --kas-address kas.example:8150 --kas-ca-file ca.pem --token-file agent-token.txt
 
 Usage: agentk --token TOKEN [flags]
 `
@@ -29,6 +35,11 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.StringVar(&cfg.KasAddress, "kas-address", DefaultKasAddress, "kas agent API address")
 	token := fs.String("token", "", "agent token (prefer --token-file: command lines are visible to other users)")
 	tokenFile := fs.String("token-file", "", "file holding the agent token")
+	kasTLS := fs.Bool("kas-tls", false, "connect to kas over TLS, verifying it with the system roots (implied by --kas-ca-file)")
+	kasCA := fs.String("kas-ca-file", "", "PEM CA `FILE` that verifies kas's certificate; turns TLS on")
+	kasServerName := fs.String("kas-server-name", "", "name expected in kas's certificate (default: the host of --kas-address)")
+	certFile := fs.String("tls-cert-file", "", "PEM client certificate `FILE` for kas's mutual TLS (--agent-ca-file on kas); reloaded when it changes")
+	keyFile := fs.String("tls-key-file", "", "PEM private key `FILE` of --tls-cert-file")
 	fs.IntVar(&cfg.Pool.MinIdle, "min-idle", tunclient.DefaultMinIdle, "idle tunnels kept open")
 	fs.IntVar(&cfg.Pool.MaxConnections, "max-connections", tunclient.DefaultMaxConnections, "most tunnels open at once")
 	fs.IntVar(&cfg.Pool.ScaleUpStep, "scale-up-step", tunclient.DefaultScaleUpStep, "tunnels opened at once when idle ones run short")
@@ -100,6 +111,11 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 			cfg.HTTPUpstream = u
 		}
 	}
+	tlsConfig, err := kasTLSConfig(*kasTLS, *kasCA, *kasServerName, *certFile, *keyFile)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	cfg.TLS = tlsConfig
 	log, err := cli.NewLogger(logOut, *logLevel)
 	if err != nil {
 		errs = append(errs, err)
@@ -109,4 +125,33 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	}
 	cfg.Log = log
 	return cfg, nil
+}
+
+// kasTLSConfig builds the TLS configuration of the connection to kas from the flags; nil is plaintext.
+func kasTLSConfig(on bool, caFile, serverName, certFile, keyFile string) (*tls.Config, error) {
+	on = on || caFile != ""
+	if !on {
+		if serverName != "" || certFile != "" || keyFile != "" {
+			return nil, errors.New("--kas-server-name, --tls-cert-file and --tls-key-file need TLS: give --kas-ca-file or --kas-tls")
+		}
+		return nil, nil
+	}
+	var roots *x509.CertPool
+	if caFile != "" {
+		var err error
+		if roots, err = tlsfiles.CertPool(caFile); err != nil {
+			return nil, fmt.Errorf("--kas-ca-file: %w", err)
+		}
+	}
+	var cert *tlsfiles.Reloader
+	if certFile != "" || keyFile != "" {
+		if certFile == "" || keyFile == "" {
+			return nil, errors.New("a client certificate needs both --tls-cert-file and --tls-key-file")
+		}
+		var err error
+		if cert, err = tlsfiles.NewReloader(certFile, keyFile); err != nil {
+			return nil, err
+		}
+	}
+	return tlsfiles.Client(roots, serverName, cert), nil
 }

@@ -19,8 +19,16 @@ import (
 const usage = `
 kas accepts tunnels from agents (agentk) and routes gRPC calls to them.
 
-Callers pick the agent with the metadata "kas-hop-routing-agent-id: <id>", for example:
-  grpcurl -plaintext -H 'kas-hop-routing-agent-id: 1' 127.0.0.1:8153 list
+Callers pick the agent with the metadata "kas-hop-routing-agent-id: <id>" and prove who they are with
+"authorization: Bearer <caller token>", for example:
+  grpcurl -cacert ca.pem -H 'authorization: Bearer CALLER_TOKEN' -H 'kas-hop-routing-agent-id: 1' kas.example:8153 list
+
+Secure start (every listener on TLS, agents and callers with tokens read from files):
+  kas --tls-cert-file kas.pem --tls-key-file kas-key.pem \
+      --agent-tokens-file agents.txt --caller-tokens-file callers.txt
+
+Development on loopback (plaintext, any caller):
+  kas --dev --agent-token 1=dev-token
 
 Usage: kas [flags]
 `
@@ -39,6 +47,20 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	tokens := &cli.KeyValues{Form: "ID=TOKEN"}
 	fs.Var(tokens, "agent-token", "an agent `ID=TOKEN` allowed to connect (repeatable)")
 	tokensFile := fs.String("agent-tokens-file", "", "`FILE` with one ID=TOKEN per line ('#' starts a comment)")
+	callers := &cli.KeyValues{Form: "IDS=TOKEN"}
+	fs.Var(callers, "caller-token", "a caller `IDS=TOKEN`: the bearer TOKEN may reach agents IDS (comma-separated ids, or * for every agent) through the public API and the HTTP listener (repeatable; prefer --caller-tokens-file)")
+	callersFile := fs.String("caller-tokens-file", "", "`FILE` with one IDS=TOKEN per line ('#' starts a comment)")
+	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: the public API and the HTTP listener accept any caller without a token; refused unless both listen on loopback")
+	tlsCert := fs.String("tls-cert-file", "", "PEM certificate `FILE` served on every listener (reloaded when it changes); with --tls-key-file, turns TLS on")
+	tlsKey := fs.String("tls-key-file", "", "PEM private key `FILE` of --tls-cert-file")
+	agentCA := fs.String("agent-ca-file", "", "PEM CA `FILE`: agents must present a client certificate signed by it (mutual TLS)")
+	peerCA := fs.String("peer-ca-file", "", "PEM CA `FILE` that verifies other replicas on grpcs:// private URLs (default: the system roots)")
+	tlsMetrics := fs.Bool("tls-metrics", false, "serve the metrics listener over TLS too")
+	fs.IntVar(&cfg.Limits.MaxTunnelsPerAgent, "max-tunnels-per-agent", DefaultLimits.MaxTunnelsPerAgent, "most tunnels one agent may hold on this kas; more are refused with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxWaitingPerAgent, "max-waiting-calls-per-agent", DefaultLimits.MaxWaitingPerAgent, "most calls that may wait for a tunnel to one agent; more fail at once with ResourceExhausted")
+	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (each call uses one)")
+	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", DefaultLimits.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
+	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", DefaultLimits.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")
 	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", tunserver.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", DefaultShutdownGrace, "how long calls in flight may run after SIGTERM")
@@ -56,6 +78,44 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 		return Config{}, err
 	}
 	var errs []error
+	positiveLimit := func(name string, v float64) {
+		if v <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %g", name, v))
+		}
+	}
+	positiveLimit("max-tunnels-per-agent", float64(cfg.Limits.MaxTunnelsPerAgent))
+	positiveLimit("max-waiting-calls-per-agent", float64(cfg.Limits.MaxWaitingPerAgent))
+	positiveLimit("max-tunnel-rate", cfg.Limits.TunnelRate)
+	positiveLimit("max-tunnel-burst", float64(cfg.Limits.TunnelBurst))
+	positiveLimit("max-http-body", float64(cfg.Limits.MaxHTTPBody))
+	switch {
+	case *tlsCert != "" && *tlsKey != "":
+		cfg.TLS = &TLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, AgentCAFile: *agentCA, PeerCAFile: *peerCA, Metrics: *tlsMetrics}
+	case *tlsCert != "" || *tlsKey != "":
+		errs = append(errs, errors.New("TLS needs both --tls-cert-file and --tls-key-file"))
+	case *agentCA != "" || *peerCA != "" || *tlsMetrics:
+		errs = append(errs, errors.New("--agent-ca-file, --peer-ca-file and --tls-metrics need --tls-cert-file and --tls-key-file"))
+	}
+	callerMap, err := callerTokens(callers, *callersFile)
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case len(callerMap) > 0 && cfg.Dev:
+		errs = append(errs, errors.New("give caller tokens or --dev, not both"))
+	case len(callerMap) > 0:
+		if cfg.Callers, err = tunserver.NewStaticCallerTokens(callerMap); err != nil {
+			errs = append(errs, err)
+		}
+	case !cfg.Dev && (cfg.APIListen != "" || cfg.HTTPListen != ""):
+		errs = append(errs, errors.New("no caller tokens: give --caller-token IDS=TOKEN or --caller-tokens-file, or --dev on loopback"))
+	}
+	if cfg.Dev {
+		for name, a := range map[string]string{"--api-listen": cfg.APIListen, "--http-listen": cfg.HTTPListen} {
+			if a != "" && !isLoopback(a) {
+				errs = append(errs, fmt.Errorf("--dev is for loopback only, but %s is %s", name, a))
+			}
+		}
+	}
 	m, err := agentTokens(tokens, *tokensFile)
 	if err != nil {
 		errs = append(errs, err)
@@ -131,29 +191,67 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 
 // agentTokens merges --agent-token flags and the tokens file into token -> agent id.
 func agentTokens(flags *cli.KeyValues, file string) (map[string]int64, error) {
-	m := map[string]int64{}
-	add := func(where, id, token string) error {
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%s: agent id %q is not a decimal int64", where, id)
-		}
-		if other, dup := m[token]; dup && other != n {
-			return fmt.Errorf("%s: the same token is given to agents %d and %d", where, other, n)
-		}
-		m[token] = n
-		return nil
+	pairs, err := tokenPairs("--agent-token", flags, "--agent-tokens-file", file, "ID=TOKEN")
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range flags.Pairs {
-		if err := add("--agent-token", p[0], p[1]); err != nil {
-			return nil, err
+	m := map[string]int64{}
+	for _, p := range pairs {
+		n, err := strconv.ParseInt(p.key, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: agent id %q is not a decimal int64", p.where, p.key)
 		}
+		if other, dup := m[p.token]; dup && other != n {
+			return nil, fmt.Errorf("%s: the same token is given to agents %d and %d", p.where, other, n)
+		}
+		m[p.token] = n
+	}
+	return m, nil
+}
+
+// callerTokens merges --caller-token flags and the tokens file into token -> agent ids (nil: every
+// agent). A token given twice reaches the union of its agents.
+func callerTokens(flags *cli.KeyValues, file string) (map[string][]int64, error) {
+	pairs, err := tokenPairs("--caller-token", flags, "--caller-tokens-file", file, "IDS=TOKEN")
+	if err != nil {
+		return nil, err
+	}
+	m := map[string][]int64{}
+	all := map[string]bool{}
+	for _, p := range pairs {
+		if p.key == "*" {
+			all[p.token] = true
+			continue
+		}
+		for _, f := range strings.Split(p.key, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: agent id %q is not a decimal int64 (want IDS=TOKEN, IDS comma-separated or *)", p.where, f)
+			}
+			m[p.token] = append(m[p.token], n)
+		}
+	}
+	for tok := range all {
+		m[tok] = nil
+	}
+	return m, nil
+}
+
+type tokenPair struct{ where, key, token string }
+
+// tokenPairs reads KEY=TOKEN pairs from repeatable flags and from a file with one per line, where
+// blank lines and lines starting with '#' are skipped. Errors name the flag or file:line, never a token.
+func tokenPairs(flagName string, flags *cli.KeyValues, fileFlag, file, form string) ([]tokenPair, error) {
+	var pairs []tokenPair
+	for _, p := range flags.Pairs {
+		pairs = append(pairs, tokenPair{flagName, p[0], p[1]})
 	}
 	if file == "" {
-		return m, nil
+		return pairs, nil
 	}
 	f, err := os.Open(file)
 	if err != nil {
-		return nil, fmt.Errorf("--agent-tokens-file: %w", err)
+		return nil, fmt.Errorf("%s: %w", fileFlag, err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -162,17 +260,15 @@ func agentTokens(flags *cli.KeyValues, file string) (map[string]int64, error) {
 		if text == "" || strings.HasPrefix(text, "#") {
 			continue
 		}
-		id, token, ok := strings.Cut(text, "=")
-		id, token = strings.TrimSpace(id), strings.TrimSpace(token)
-		if !ok || id == "" || token == "" {
-			return nil, fmt.Errorf("%s:%d: want ID=TOKEN", file, line)
+		key, token, ok := strings.Cut(text, "=")
+		key, token = strings.TrimSpace(key), strings.TrimSpace(token)
+		if !ok || key == "" || token == "" {
+			return nil, fmt.Errorf("%s:%d: want %s", file, line, form)
 		}
-		if err := add(fmt.Sprintf("%s:%d", file, line), id, token); err != nil {
-			return nil, err
-		}
+		pairs = append(pairs, tokenPair{fmt.Sprintf("%s:%d", file, line), key, token})
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("--agent-tokens-file: %w", err)
+		return nil, fmt.Errorf("%s: %w", fileFlag, err)
 	}
-	return m, nil
+	return pairs, nil
 }

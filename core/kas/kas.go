@@ -7,6 +7,8 @@ package kas
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,10 +18,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
@@ -27,6 +31,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
@@ -98,6 +103,17 @@ type Config struct {
 	// UnregisterDelay: see DefaultUnregisterDelay. Zero means the default.
 	UnregisterDelay time.Duration
 
+	// TLS, when set, serves every listener over TLS (the metrics listener only with TLS.Metrics).
+	TLS *TLSConfig
+	// Callers authorizes callers of the public API and the HTTP listener by bearer token. Nil requires
+	// Dev.
+	Callers tunserver.CallerAuthorizer
+	// Dev serves the public API and the HTTP listener without caller authentication. It is refused
+	// unless those listeners are on loopback.
+	Dev bool
+	// Limits bound what one agent or caller can make kas do; see DefaultLimits.
+	Limits Limits
+
 	// Tracer records routing spans; nil records none (trace context still reaches agents).
 	Tracer trace.Tracer
 	// OTLPEndpoint is used by Main to make Tracer (see tracing.Provider).
@@ -106,6 +122,17 @@ type Config struct {
 	// Metrics is where kas records its metrics. Nil creates a provider with Go runtime metrics.
 	Metrics *metrics.Provider
 	Log     *slog.Logger
+}
+
+// TLSConfig is kas's TLS: one certificate for every listener, reloaded when its files change.
+type TLSConfig struct {
+	CertFile, KeyFile string
+	// AgentCAFile, when set, requires agents to present a client certificate signed by it (mutual TLS).
+	AgentCAFile string
+	// PeerCAFile verifies other kas instances' certificates on the private API; empty: the system roots.
+	PeerCAFile string
+	// Metrics serves /metrics, /healthz and /readyz over TLS too.
+	Metrics bool
 }
 
 func (c *Config) validate() error {
@@ -146,11 +173,43 @@ func (c *Config) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if c.Callers == nil && !c.Dev && (c.APIListen != "" || c.APIListener != nil || c.HTTPListen != "" || c.HTTPListener != nil) {
+		errs = append(errs, errors.New("the public API and the HTTP listener need caller tokens (or, on loopback only, dev mode)"))
+	}
+	if c.Dev && c.Callers == nil {
+		for _, a := range []string{c.APIListen, c.HTTPListen, listenerAddr(c.APIListener), listenerAddr(c.HTTPListener)} {
+			if a != "" && !isLoopback(a) {
+				errs = append(errs, fmt.Errorf("dev mode (no caller authentication) is for loopback only, not %s", a))
+			}
+		}
+	}
+	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
+		errs = append(errs, errors.New("TLS needs a certificate file and a key file"))
+	}
+	if c.Limits.MaxTunnelsPerAgent < 0 || c.Limits.MaxWaitingPerAgent < 0 || c.Limits.TunnelRate < 0 || c.Limits.TunnelBurst < 0 || c.Limits.MaxHTTPBody < 0 {
+		errs = append(errs, errors.New("limits must not be negative"))
+	}
 	if c.TrackerRefresh < 0 || c.UnregisterDelay < 0 {
 		errs = append(errs, errors.New("tracker refresh and unregister delay must not be negative"))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("kas config: %w", errors.Join(errs...))
+	}
+	l, d := &c.Limits, DefaultLimits
+	if l.MaxTunnelsPerAgent == 0 {
+		l.MaxTunnelsPerAgent = d.MaxTunnelsPerAgent
+	}
+	if l.MaxWaitingPerAgent == 0 {
+		l.MaxWaitingPerAgent = d.MaxWaitingPerAgent
+	}
+	if l.TunnelRate == 0 {
+		l.TunnelRate, l.TunnelBurst = d.TunnelRate, max(l.TunnelBurst, d.TunnelBurst)
+	}
+	if l.TunnelBurst == 0 {
+		l.TunnelBurst = d.TunnelBurst
+	}
+	if l.MaxHTTPBody == 0 {
+		l.MaxHTTPBody = d.MaxHTTPBody
 	}
 	if c.TrackerRefresh == 0 {
 		c.TrackerRefresh = tracker.DefaultRefreshPeriod
@@ -208,9 +267,12 @@ type Server struct {
 	listeners struct {
 		agent, api, private, metrics, http net.Listener
 	}
-	ready    atomic.Bool
-	serveWG  sync.WaitGroup
-	shutOnce sync.Once
+	// certs serves the TLS certificate, reloaded when its files change; nil for plaintext.
+	certs     *tlsfiles.Reloader
+	limitHits metric.Int64Counter
+	ready     atomic.Bool
+	serveWG   sync.WaitGroup
+	shutOnce  sync.Once
 }
 
 // New builds a kas; Start opens its listeners.
@@ -247,6 +309,39 @@ func New(cfg Config) (*Server, error) {
 	if err := tunserver.RegisterRegistryMetrics(meter, s.registry); err != nil {
 		return nil, fmt.Errorf("registry metrics: %w", err)
 	}
+	if s.limitHits, err = meter.Int64Counter(LimitRejectionsMetric, metric.WithDescription("Requests refused because a limit bit, by limit")); err != nil {
+		return nil, err
+	}
+	for _, l := range limitNames {
+		s.limitHits.Add(context.Background(), 0, metric.WithAttributes(attribute.String("limit", l)))
+	}
+	s.registry.SetLimits(tunserver.RegistryLimits{MaxTunnelsPerAgent: cfg.Limits.MaxTunnelsPerAgent, MaxWaitingPerAgent: cfg.Limits.MaxWaitingPerAgent}, s.limitHit)
+	var agentCreds, serverCreds, peerCreds credentials.TransportCredentials
+	if cfg.TLS != nil {
+		if s.certs, err = tlsfiles.NewReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
+			return nil, err
+		}
+		var agentCAs, peerCAs *x509.CertPool
+		if cfg.TLS.AgentCAFile != "" {
+			if agentCAs, err = tlsfiles.CertPool(cfg.TLS.AgentCAFile); err != nil {
+				return nil, fmt.Errorf("agent CA: %w", err)
+			}
+		}
+		if cfg.TLS.PeerCAFile != "" {
+			if peerCAs, err = tlsfiles.CertPool(cfg.TLS.PeerCAFile); err != nil {
+				return nil, fmt.Errorf("peer CA: %w", err)
+			}
+		}
+		agentCreds = credentials.NewTLS(tlsfiles.Server(s.certs, agentCAs))
+		serverCreds = credentials.NewTLS(tlsfiles.Server(s.certs, nil))
+		peerCreds = credentials.NewTLS(tlsfiles.Client(peerCAs, "", nil))
+	}
+	withCreds := func(c credentials.TransportCredentials, opts []grpc.ServerOption) []grpc.ServerOption {
+		if c == nil {
+			return opts
+		}
+		return append(opts, grpc.Creds(c))
+	}
 
 	routedMax := cfg.MaxMessageSize
 	envelopeMax := cfg.MaxMessageSize + envelopeOverhead
@@ -261,7 +356,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	agentOpts = append(agentOpts, grpctool.WindowServerOptions()...)
 	agentOpts = append(agentOpts, metrics.ServerOptions(grpcMetrics)...)
-	s.agentServer = grpc.NewServer(agentOpts...)
+	s.agentServer = grpc.NewServer(withCreds(agentCreds, agentOpts)...)
 
 	// Every method is routable, registered or not: the routing and gateway handlers are also the
 	// servers' unknown service handlers. The servers exist before the router that needs them, hence the
@@ -270,12 +365,17 @@ func New(cfg Config) (*Server, error) {
 	route := func(srv any, stream grpc.ServerStream) error { return router.RouteStream(srv, stream) }
 	gateway := func(srv any, stream grpc.ServerStream) error { return router.GatewayStreamHandler()(srv, stream) }
 	routingServer := func() *grpc.Server {
-		return grpc.NewServer(append([]grpc.ServerOption{
+		opts := append([]grpc.ServerOption{
 			grpctool.RawServerCodec(),
 			grpc.MaxRecvMsgSize(routedMax),
 			grpc.MaxSendMsgSize(routedMax),
 			grpc.UnknownServiceHandler(route),
-		}, metrics.RoutedServerOptions(grpcMetrics)...)...)
+		}, metrics.RoutedServerOptions(grpcMetrics)...)
+		opts = append(opts, grpc.ChainStreamInterceptor(messageSizeInterceptor(routedMax, s.limitHit)))
+		if cfg.Callers != nil {
+			opts = append(opts, grpc.ChainStreamInterceptor(tunserver.CallerAuthInterceptor(cfg.Callers)))
+		}
+		return grpc.NewServer(withCreds(serverCreds, opts)...)
 	}
 	s.internalConn = grpctool.NewInProcessConn(route)
 	s.apiServer = routingServer()
@@ -293,12 +393,12 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 		privateOpts = append(privateOpts, grpc.ChainStreamInterceptor(auth.StreamInterceptor()))
-		s.gateways = tunserver.NewGatewayPool(auth, grpc.WithDefaultCallOptions(
+		s.gateways = tunserver.NewGatewayPool(auth, peerCreds, grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(envelopeMax), grpc.MaxCallSendMsgSize(envelopeMax)))
 	} else {
 		privateOpts = append(privateOpts, grpc.ChainStreamInterceptor(refuseAll))
 	}
-	s.privateServer = grpc.NewServer(privateOpts...)
+	s.privateServer = grpc.NewServer(withCreds(serverCreds, privateOpts)...)
 	s.meter = meter
 	var finderErrs func(error)
 	if cfg.Tracker != nil {
@@ -334,6 +434,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	agentAPI.SetTunnelRate(cfg.Limits.TunnelRate, cfg.Limits.TunnelBurst)
 	rpc.RegisterReverseTunnelServer(s.agentServer, agentAPI)
 	return s, nil
 }
@@ -387,25 +488,45 @@ func (s *Server) Start() error {
 	serve(s.apiServer, s.listeners.api)
 	serve(s.privateServer, s.listeners.private)
 	if s.listeners.http != nil {
-		s.httpTunnel = httptunnel.NewServer(httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)), s.listeners.http.Addr().String())
+		guard := &httpGuard{
+			next:    httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)),
+			callers: s.cfg.Callers,
+			maxBody: s.cfg.Limits.MaxHTTPBody,
+			onLimit: s.limitHit,
+		}
+		s.httpTunnel = httptunnel.NewServer(guard, s.listeners.http.Addr().String())
+		l := s.listeners.http
+		if s.certs != nil {
+			s.httpTunnel.TLSConfig = tlsfiles.Server(s.certs, nil)
+			s.httpTunnel.TLSConfig.NextProtos = []string{"h2", "http/1.1"}
+			l = tls.NewListener(l, s.httpTunnel.TLSConfig)
+		}
 		s.serveWG.Add(1)
 		go func() {
 			defer s.serveWG.Done()
-			_ = s.httpTunnel.Serve(s.listeners.http)
+			_ = s.httpTunnel.Serve(l)
 		}()
 	}
 	if s.listeners.metrics != nil {
 		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		l := s.listeners.metrics
+		if s.certs != nil && s.cfg.TLS.Metrics {
+			l = tls.NewListener(l, tlsfiles.Server(s.certs, nil))
+		}
 		s.serveWG.Add(1)
 		go func() {
 			defer s.serveWG.Done()
-			_ = s.httpServer.Serve(s.listeners.metrics)
+			_ = s.httpServer.Serve(l)
 		}()
 	}
 	if s.reg != nil {
 		self := s.cfg.PrivateURL
 		if self == "" {
-			self = "grpc://" + s.listeners.private.Addr().String()
+			scheme := "grpc://"
+			if s.certs != nil {
+				scheme = "grpcs://"
+			}
+			self = scheme + s.listeners.private.Addr().String()
 		}
 		s.reg.url = self
 		s.finder.SetSelfURL(self)
@@ -413,7 +534,14 @@ func (s *Server) Start() error {
 	}
 	s.ready.Store(true)
 	s.cfg.Log.Info("kas started", "agent_api", addrOf(s.listeners.agent), "public_api", addrOf(s.listeners.api),
-		"private_api", addrOf(s.listeners.private), "http", addrOf(s.listeners.http), "metrics", addrOf(s.listeners.metrics), "plaintext", true)
+		"private_api", addrOf(s.listeners.private), "http", addrOf(s.listeners.http), "metrics", addrOf(s.listeners.metrics),
+		"tls", s.certs != nil, "caller_auth", s.cfg.Callers != nil)
+	if s.certs == nil {
+		s.cfg.Log.Warn("listeners are plaintext: tokens cross the network in the clear; use --tls-cert-file and --tls-key-file beyond loopback")
+	}
+	if s.cfg.Callers == nil {
+		s.cfg.Log.Warn("dev mode: the public API and the HTTP listener accept any caller (loopback only)")
+	}
 	return nil
 }
 
@@ -587,4 +715,29 @@ func (s *Server) stop(ctx context.Context, kill bool) {
 // refuseAll guards a private API that has no secret: without one no token can be checked.
 func refuseAll(any, grpc.ServerStream, *grpc.StreamServerInfo, grpc.StreamHandler) error {
 	return status.Error(codes.Unauthenticated, "private API: this kas has no private API secret configured")
+}
+
+// listenerAddr is a TCP listener's address, to check that dev mode stays on loopback; other listeners
+// (in-memory, Unix sockets) are not reachable from the network, and give "".
+func listenerAddr(l net.Listener) string {
+	if l == nil {
+		return ""
+	}
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
+		return a.String()
+	}
+	return ""
+}
+
+// isLoopback reports whether a listen address (host:port) is on a loopback interface only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -40,7 +40,7 @@ func TestSeparateProcesses(t *testing.T) {
 		kp = append(kp, procs.Start(t, kasBin,
 			"--agent-listen", a.agent, "--api-listen", a.api, "--private-listen", procs.FreeAddr(t), "--metrics-listen", procs.FreeAddr(t),
 			"--http-listen", procs.FreeAddr(t),
-			"--agent-tokens-file", tokens, "--private-api-secret-file", secret, "--redis-address", rs.Addr(),
+			"--agent-tokens-file", tokens, "--dev", "--private-api-secret-file", secret, "--redis-address", rs.Addr(),
 			"--tunnel-find-timeout", "5s", "--tracker-refresh-period", "1s", "--tracker-ttl", "3s"))
 		ks = append(ks, a)
 	}

@@ -3,6 +3,7 @@ package kas_test
 import (
 	"context"
 	"strings"
+	"time"
 	"testing"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -61,6 +62,8 @@ func TestTraceReachesTheAgentsService(t *testing.T) {
 	}
 	route := spanNamed(t, kasSpans.Ended(), "kas.route")
 	forward := spanNamed(t, kasSpans.Ended(), "kas.forward")
+	// The agent ends its span after the response is on its way to the caller.
+	testenv.Eventually(t, 5*time.Second, func() bool { return len(agentSpans.Ended()) > 0 }, "the agent recorded no span")
 	call := spanNamed(t, agentSpans.Ended(), "agent.call")
 	if route.SpanContext().TraceID() != caller.TraceID() || route.Parent().SpanID() != caller.SpanID() {
 		t.Fatalf("kas.route is not a child of the caller's span")

@@ -1,10 +1,12 @@
 package tunclient
 
 import (
+	"crypto/tls"
 	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -15,15 +17,32 @@ import (
 // kas that vanished without closing the connection (a black hole) is noticed.
 const DefaultKeepaliveTime = 20 * time.Second
 
-// DialKas returns a connection to kas's agent API that sends token with every call. Without transport
-// credentials in opts the connection is plaintext, for loopback development only.
+// DialKas returns a plaintext connection to kas's agent API that sends token with every call: for
+// loopback development only, as the token crosses the network in the clear. See DialKasTLS.
 func DialKas(target, token string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return dialKas(target, token, nil, opts)
+}
+
+// DialKasTLS returns a connection to kas's agent API over TLS that sends token with every call; the
+// token is never sent without TLS.
+func DialKasTLS(target, token string, config *tls.Config, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if config == nil {
+		return nil, fmt.Errorf("dial kas %s: no TLS configuration", target)
+	}
+	return dialKas(target, token, config, opts)
+}
+
+func dialKas(target, token string, config *tls.Config, opts []grpc.DialOption) (*grpc.ClientConn, error) {
 	if token == "" {
 		return nil, fmt.Errorf("dial kas %s: empty agent token", target)
 	}
+	creds := insecure.NewCredentials()
+	if config != nil {
+		creds = credentials.NewTLS(config)
+	}
 	all := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(TokenCredentials{Token: token, AllowInsecure: true}),
+		grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(TokenCredentials{Token: token, AllowInsecure: config == nil}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                DefaultKeepaliveTime,
 			Timeout:             10 * time.Second,

@@ -6,7 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -24,6 +27,7 @@ type AgentAPI struct {
 	auth        AgentAuthenticator
 	registry    *Registry
 	descriptors descriptorCache
+	rates       tunnelRates
 	maxAge      time.Duration
 	log         *slog.Logger
 }
@@ -41,6 +45,38 @@ func NewAgentAPI(auth AgentAuthenticator, registry *Registry, maxConnectionAge t
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &AgentAPI{auth: auth, registry: registry, maxAge: maxConnectionAge, log: log}, nil
+}
+
+// SetTunnelRate bounds how fast one agent may open tunnels: perSecond on average, burst at once. Zero
+// means no limit. Set it before serving.
+func (a *AgentAPI) SetTunnelRate(perSecond float64, burst int) {
+	a.rates = tunnelRates{perSecond: perSecond, burst: burst, byAgent: map[int64]*rate.Limiter{}}
+}
+
+// tunnelRates is one token bucket per agent id. Agent ids are authenticated first, so the map is bounded
+// by the agents that exist.
+type tunnelRates struct {
+	perSecond float64
+	burst     int
+	mu        sync.Mutex
+	byAgent   map[int64]*rate.Limiter
+}
+
+func (r *tunnelRates) allow(agentID int64) error {
+	if r.perSecond <= 0 {
+		return nil
+	}
+	r.mu.Lock()
+	l := r.byAgent[agentID]
+	if l == nil {
+		l = rate.NewLimiter(rate.Limit(r.perSecond), max(r.burst, 1))
+		r.byAgent[agentID] = l
+	}
+	r.mu.Unlock()
+	if !l.Allow() {
+		return status.Errorf(codes.ResourceExhausted, "agent %d opens tunnels faster than the limit (--max-tunnel-rate) of %g/s", agentID, r.perSecond)
+	}
+	return nil
 }
 
 // TunnelDeadline is when kas ends an idle tunnel stream: at 30% of the max connection age plus up to 5%
@@ -66,6 +102,10 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	if err != nil {
 		return err
 	}
+	if err := a.rates.allow(agentID); err != nil {
+		a.registry.limitHit(LimitTunnelRate)
+		return err
+	}
 	// The first message is read raw: the descriptor cache recognises it without decoding.
 	var first grpctool.RawFrame
 	if err := stream.RecvMsg(&first); err != nil {
@@ -80,6 +120,9 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	}
 	t := newTunnel(agentID, desc, stream)
 	if err := a.registry.addTunnel(t); err != nil {
+		if status.Code(err) == codes.ResourceExhausted {
+			return err
+		}
 		stream.SetTrailer(metadata.Pairs(rpc.TunnelEndReasonKey, rpc.EndReasonShutdown))
 		return nil
 	}

@@ -16,6 +16,8 @@ import (
 const (
 	MaxDescriptorServices = 1000
 	MaxDescriptorMethods  = 10000
+	// MaxDescriptorBytes bounds the encoded first message, whatever the message size limit is.
+	MaxDescriptorBytes = 1 << 20
 )
 
 // descriptorIndex answers "does this tunnel serve that method" in constant time.
@@ -89,6 +91,9 @@ type descriptorCache struct {
 // index decodes the first message of a tunnel and returns its descriptor's index. Anything but a valid
 // descriptor is an InvalidArgument status.
 func (c *descriptorCache) index(data []byte) (descriptorIndex, error) {
+	if len(data) > MaxDescriptorBytes {
+		return descriptorIndex{}, status.Errorf(codes.ResourceExhausted, "descriptor is %d bytes, the limit is %d", len(data), MaxDescriptorBytes)
+	}
 	cacheable := len(data) <= descriptorCacheMaxBytes
 	var key [sha256.Size]byte
 	if cacheable {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -34,20 +35,23 @@ func ParsePrivateURL(s string) (target string, tls bool, err error) {
 // GatewayPool keeps one connection per gateway kas, made on first use.
 type GatewayPool struct {
 	opts []grpc.DialOption
+	// tls dials grpcs:// gateways; nil refuses them.
+	tls credentials.TransportCredentials
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	closed bool
 }
 
-// NewGatewayPool dials kas private APIs with auth and opts (message sizes, TLS, ...).
-func NewGatewayPool(auth *PrivateAuth, opts ...grpc.DialOption) *GatewayPool {
+// NewGatewayPool dials kas private APIs with auth and opts (message sizes, ...); grpcs:// URLs with
+// tlsCreds (nil: they are refused).
+func NewGatewayPool(auth *PrivateAuth, tlsCreds credentials.TransportCredentials, opts ...grpc.DialOption) *GatewayPool {
 	all := []grpc.DialOption{
 		grpc.WithPerRPCCredentials(auth.Credentials()),
 		grpc.WithDisableRetry(), // the finder tries other gateways itself
 	}
 	all = append(all, grpctool.WindowDialOptions()...)
-	return &GatewayPool{opts: append(all, opts...), conns: map[string]*grpc.ClientConn{}}
+	return &GatewayPool{opts: append(all, opts...), tls: tlsCreds, conns: map[string]*grpc.ClientConn{}}
 }
 
 // Conn returns the connection to the kas at privateURL.
@@ -65,8 +69,13 @@ func (p *GatewayPool) Conn(privateURL string) (grpc.ClientConnInterface, error) 
 		return nil, err
 	}
 	opts := p.opts
-	if !tls {
+	switch {
+	case !tls:
 		opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	case p.tls != nil:
+		opts = append([]grpc.DialOption{grpc.WithTransportCredentials(p.tls)}, opts...)
+	default:
+		return nil, fmt.Errorf("gateway %s: grpcs:// needs TLS on this kas", privateURL)
 	}
 	c, err := grpc.NewClient(target, opts...)
 	if err != nil {

@@ -26,6 +26,8 @@ type Registry struct {
 	log     *slog.Logger
 	// onAgent is told when an agent gets its first tunnel here (true) and loses its last one (false).
 	onAgent func(agentID int64, connected bool)
+	limits  RegistryLimits
+	onLimit func(limit string)
 
 	idle    atomic.Int64
 	busy    atomic.Int64
@@ -69,6 +71,35 @@ func NewRegistry(log *slog.Logger, stripes int) *Registry {
 		r.stripes[i].agents = make(map[int64]*agentEntry)
 	}
 	return r
+}
+
+// RegistryLimits bound what one agent can make kas hold. Zero means no limit.
+type RegistryLimits struct {
+	// MaxTunnelsPerAgent bounds the tunnels (in any state) of one agent on this kas.
+	MaxTunnelsPerAgent int
+	// MaxWaitingPerAgent bounds the calls waiting for a tunnel of one agent: more fail at once with
+	// ResourceExhausted instead of queueing without bound.
+	MaxWaitingPerAgent int
+}
+
+// Limit names, for the metric counting rejections.
+const (
+	LimitTunnelsPerAgent = "tunnels_per_agent"
+	LimitWaitingPerAgent = "waiting_calls_per_agent"
+	LimitTunnelRate      = "tunnel_rate"
+	LimitMessageSize     = "message_size"
+)
+
+// SetLimits sets the registry's limits and the function told when one bites (it runs under a registry
+// lock: it must return at once). Set them before the registry is used.
+func (r *Registry) SetLimits(l RegistryLimits, onLimit func(limit string)) {
+	r.limits, r.onLimit = l, onLimit
+}
+
+func (r *Registry) limitHit(limit string) {
+	if r.onLimit != nil {
+		r.onLimit(limit)
+	}
 }
 
 // OnAgent sets the function told when an agent gets its first tunnel on this kas (connected) and when it
@@ -144,6 +175,12 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 	} else {
 		e = &agentEntry{}
 		s.agents[agentID] = e
+	}
+	if max := r.limits.MaxWaitingPerAgent; max > 0 && len(e.waiting) >= max {
+		r.limitHit(LimitWaitingPerAgent)
+		h.err = status.Errorf(codes.ResourceExhausted, "%d calls already wait for a tunnel to agent %d, the limit (--max-waiting-calls-per-agent) is %d", len(e.waiting), agentID, max)
+		r.forgetIfEmptyLocked(s, agentID, e)
+		return false, h
 	}
 	h.req = &findRequest{service: service, method: method, ch: make(chan *Tunnel, 1)}
 	e.waiting = append(e.waiting, h.req)
@@ -225,6 +262,10 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 	if e == nil {
 		e = &agentEntry{}
 		s.agents[t.agentID] = e
+	}
+	if max := r.limits.MaxTunnelsPerAgent; max > 0 && e.tunnels >= max {
+		r.limitHit(LimitTunnelsPerAgent)
+		return status.Errorf(codes.ResourceExhausted, "agent %d already has %d tunnels on this kas, the limit (--max-tunnels-per-agent) is %d", t.agentID, e.tunnels, max)
 	}
 	e.tunnels++
 	if e.tunnels == 1 {

@@ -60,6 +60,7 @@ func StartCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 			t.Fatal(err)
 		}
 		cfg := kas.Config{
+			Dev:              true, // loopback and in-memory listeners only
 			AgentListen:      "127.0.0.1:0",
 			APIListen:        "127.0.0.1:0",
 			PrivateListen:    "127.0.0.1:0",

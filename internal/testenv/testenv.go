@@ -99,6 +99,7 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	cfg := kas.Config{
+		Dev:              true, // loopback and in-memory listeners only
 		Authenticator:    auth,
 		FindTimeout:      5 * time.Second,
 		MaxConnectionAge: -1,

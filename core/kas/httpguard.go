@@ -1,0 +1,63 @@
+package kas
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tunnelbench/tunnelbench/core/httptunnel"
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+)
+
+// httpGuard authorizes HTTP callers like the public API does (bearer token → the agents it may reach)
+// and bounds request bodies. The token is kas's: it is removed before the request goes on.
+type httpGuard struct {
+	next    http.Handler
+	callers tunserver.CallerAuthorizer
+	maxBody int64
+	onLimit func(string)
+}
+
+func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.callers != nil {
+		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kas"`)
+			http.Error(w, "missing caller token: send Authorization: Bearer <token>", http.StatusUnauthorized)
+			return
+		}
+		caller, err := g.callers.AuthenticateCaller(r.Context(), token)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kas", error="invalid_token"`)
+			http.Error(w, "invalid caller token", http.StatusUnauthorized)
+			return
+		}
+		if id, _, ok, _ := httptunnel.ParsePath(r.URL.EscapedPath()); ok && !caller.MayReach(id) {
+			http.Error(w, tunserver.PermissionError(id).Error(), http.StatusForbidden)
+			return
+		}
+		r.Header.Del("Authorization")
+	}
+	if g.maxBody > 0 {
+		if r.ContentLength > g.maxBody {
+			g.onLimit(limitHTTPBody)
+			http.Error(w, "request body too large: the limit (--max-http-body) is "+formatBytes(g.maxBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return itoa(n>>30) + " GiB"
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return itoa(n>>20) + " MiB"
+	default:
+		return itoa(n) + " bytes"
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
