@@ -3,8 +3,8 @@ package kas_test
 import (
 	"context"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
