@@ -61,6 +61,8 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (each call uses one)")
 	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", DefaultLimits.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
 	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", DefaultLimits.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")
+	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", DefaultLimits.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
+	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", DefaultLimits.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
 	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", tunserver.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", DefaultShutdownGrace, "how long calls in flight may run after SIGTERM")
@@ -88,6 +90,8 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	positiveLimit("max-tunnel-rate", cfg.Limits.TunnelRate)
 	positiveLimit("max-tunnel-burst", float64(cfg.Limits.TunnelBurst))
 	positiveLimit("max-http-body", float64(cfg.Limits.MaxHTTPBody))
+	positiveLimit("max-http-header-bytes", float64(cfg.Limits.MaxHTTPHeaderBytes))
+	positiveLimit("http-read-header-timeout", cfg.Limits.HTTPReadHeaderTimeout.Seconds())
 	switch {
 	case *tlsCert != "" && *tlsKey != "":
 		cfg.TLS = &TLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, AgentCAFile: *agentCA, PeerCAFile: *peerCA, Metrics: *tlsMetrics}

@@ -12,13 +12,19 @@ import (
 // httpGuard authorizes HTTP callers like the public API does (bearer token → the agents it may reach)
 // and bounds request bodies. The token is kas's: it is removed before the request goes on.
 type httpGuard struct {
-	next    http.Handler
-	callers tunserver.CallerAuthorizer
-	maxBody int64
-	onLimit func(string)
+	next      http.Handler
+	callers   tunserver.CallerAuthorizer
+	maxBody   int64
+	maxHeader int
+	onLimit   func(string)
 }
 
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if g.maxHeader > 0 && headerSize(r) > g.maxHeader {
+		g.onLimit(limitHTTPHeader)
+		http.Error(w, "request header too large: the limit (--max-http-header-bytes) is "+formatBytes(int64(g.maxHeader)), http.StatusRequestHeaderFieldsTooLarge)
+		return
+	}
 	if g.callers != nil {
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
@@ -47,6 +53,17 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, g.maxBody)
 	}
 	g.next.ServeHTTP(w, r)
+}
+
+// headerSize is about the bytes of r's request line and header on the wire (HTTP/1.1 framing).
+func headerSize(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n + len(r.Host) + 8
 }
 
 func formatBytes(n int64) string {

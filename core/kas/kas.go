@@ -186,7 +186,7 @@ func (c *Config) validate() error {
 	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
 		errs = append(errs, errors.New("TLS needs a certificate file and a key file"))
 	}
-	if c.Limits.MaxTunnelsPerAgent < 0 || c.Limits.MaxWaitingPerAgent < 0 || c.Limits.TunnelRate < 0 || c.Limits.TunnelBurst < 0 || c.Limits.MaxHTTPBody < 0 {
+	if l := c.Limits; l.MaxTunnelsPerAgent < 0 || l.MaxWaitingPerAgent < 0 || l.TunnelRate < 0 || l.TunnelBurst < 0 || l.MaxHTTPBody < 0 || l.MaxHTTPHeaderBytes < 0 || l.HTTPReadHeaderTimeout < 0 {
 		errs = append(errs, errors.New("limits must not be negative"))
 	}
 	if c.TrackerRefresh < 0 || c.UnregisterDelay < 0 {
@@ -210,6 +210,12 @@ func (c *Config) validate() error {
 	}
 	if l.MaxHTTPBody == 0 {
 		l.MaxHTTPBody = d.MaxHTTPBody
+	}
+	if l.MaxHTTPHeaderBytes == 0 {
+		l.MaxHTTPHeaderBytes = d.MaxHTTPHeaderBytes
+	}
+	if l.HTTPReadHeaderTimeout == 0 {
+		l.HTTPReadHeaderTimeout = d.HTTPReadHeaderTimeout
 	}
 	if c.TrackerRefresh == 0 {
 		c.TrackerRefresh = tracker.DefaultRefreshPeriod
@@ -489,12 +495,17 @@ func (s *Server) Start() error {
 	serve(s.privateServer, s.listeners.private)
 	if s.listeners.http != nil {
 		guard := &httpGuard{
-			next:    httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)),
-			callers: s.cfg.Callers,
-			maxBody: s.cfg.Limits.MaxHTTPBody,
-			onLimit: s.limitHit,
+			next:      httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)),
+			callers:   s.cfg.Callers,
+			maxBody:   s.cfg.Limits.MaxHTTPBody,
+			maxHeader: s.cfg.Limits.MaxHTTPHeaderBytes,
+			onLimit:   s.limitHit,
 		}
 		s.httpTunnel = httptunnel.NewServer(guard, s.listeners.http.Addr().String())
+		s.httpTunnel.ReadHeaderTimeout = s.cfg.Limits.HTTPReadHeaderTimeout
+		// The guard answers 431 and counts it; the server's own bound, past it, only stops a header too
+		// large to read at all.
+		s.httpTunnel.MaxHeaderBytes = 2 * s.cfg.Limits.MaxHTTPHeaderBytes
 		l := s.listeners.http
 		if s.certs != nil {
 			s.httpTunnel.TLSConfig = tlsfiles.Server(s.certs, nil)

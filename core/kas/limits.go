@@ -3,6 +3,7 @@ package kas
 import (
 	"context"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -23,15 +24,23 @@ type Limits struct {
 	TunnelBurst int
 	// MaxHTTPBody bounds an HTTP request body sent through the tunnel (413 above it).
 	MaxHTTPBody int64
+	// MaxHTTPHeaderBytes bounds an HTTP request's line and header (431 above it).
+	MaxHTTPHeaderBytes int
+	// HTTPReadHeaderTimeout bounds how long an HTTP client may take to send a request header, so that
+	// slow clients (slowloris) cannot hold connections open.
+	HTTPReadHeaderTimeout time.Duration
 }
 
 // DefaultLimits are generous for real use and still bounded.
 var DefaultLimits = Limits{
 	MaxTunnelsPerAgent: 1000,
 	MaxWaitingPerAgent: 1000,
-	TunnelRate:         10000,
-	TunnelBurst:        10000,
+	TunnelRate:         20000,
+	TunnelBurst:        20000,
 	MaxHTTPBody:        1 << 30,
+	MaxHTTPHeaderBytes: 1 << 20,
+	// Matches httptunnel's default; a header arrives in one round trip in practice.
+	HTTPReadHeaderTimeout: 10 * time.Second,
 }
 
 // LimitRejectionsMetric counts requests refused because a limit bit (tunnel_limit_rejections_total{limit}).
@@ -45,10 +54,13 @@ func (s *Server) limitHit(limit string) {
 // dashboards and alerts see the series before the first rejection.
 var limitNames = []string{
 	tunserver.LimitTunnelsPerAgent, tunserver.LimitWaitingPerAgent, tunserver.LimitTunnelRate,
-	tunserver.LimitMessageSize, limitHTTPBody,
+	tunserver.LimitMessageSize, limitHTTPBody, limitHTTPHeader,
 }
 
-const limitHTTPBody = "http_body"
+const (
+	limitHTTPBody   = "http_body"
+	limitHTTPHeader = "http_header"
+)
 
 // messageSizeInterceptor names the flag in gRPC's "message larger than max" errors on routed calls, and
 // counts them, so that a caller who hits the limit knows which knob it is.
