@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
 
@@ -62,19 +63,34 @@ const (
 	limitHTTPHeader = "http_header"
 )
 
-// messageSizeInterceptor names the flag in gRPC's "message larger than max" errors on routed calls, and
-// counts them, so that a caller who hits the limit knows which knob it is.
+// messageSizeInterceptor bounds routed messages with a status that names the flag, and counts every
+// message refused for its size. gRPC checks received messages itself (and answers the caller at once with
+// its own "larger than max" status), so those are only counted; sent messages are checked here first, so
+// that the caller learns which limit it was.
 func messageSizeInterceptor(limit int, onLimit func(string)) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		err := handler(srv, ss)
-		if err == nil || status.Code(err) != codes.ResourceExhausted {
-			return err
-		}
-		msg := status.Convert(err).Message()
-		if !strings.Contains(msg, "larger than max") {
-			return err
-		}
-		onLimit(tunserver.LimitMessageSize)
-		return status.Errorf(codes.ResourceExhausted, "message larger than the limit (--max-message-size) of %d bytes: %s", limit, msg)
+		return handler(srv, &sizeCheckedStream{ServerStream: ss, limit: limit, onLimit: onLimit})
 	}
+}
+
+type sizeCheckedStream struct {
+	grpc.ServerStream
+	limit   int
+	onLimit func(string)
+}
+
+func (s *sizeCheckedStream) SendMsg(m any) error {
+	if f, ok := m.(*grpctool.RawFrame); ok && len(f.Data) > s.limit {
+		s.onLimit(tunserver.LimitMessageSize)
+		return status.Errorf(codes.ResourceExhausted, "the agent's response message is %d bytes, larger than the limit (--max-message-size) of %d bytes", len(f.Data), s.limit)
+	}
+	return s.ServerStream.SendMsg(m)
+}
+
+func (s *sizeCheckedStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if err != nil && status.Code(err) == codes.ResourceExhausted && strings.Contains(err.Error(), "larger than max") {
+		s.onLimit(tunserver.LimitMessageSize)
+	}
+	return err
 }
