@@ -503,6 +503,8 @@ func (s *Server) Start() error {
 		}
 		s.httpTunnel = httptunnel.NewServer(guard, s.listeners.http.Addr().String())
 		s.httpTunnel.ReadHeaderTimeout = s.cfg.Limits.HTTPReadHeaderTimeout
+		// Failed handshakes and malformed requests are the client's problem: debug, in kas's log format.
+		s.httpTunnel.ErrorLog = slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug)
 		// The guard answers 431 and counts it; the server's own bound, past it, only stops a header too
 		// large to read at all.
 		s.httpTunnel.MaxHeaderBytes = 2 * s.cfg.Limits.MaxHTTPHeaderBytes
@@ -519,7 +521,8 @@ func (s *Server) Start() error {
 		}()
 	}
 	if s.listeners.metrics != nil {
-		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		s.httpServer = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug)}
 		l := s.listeners.metrics
 		if s.certs != nil && s.cfg.TLS.Metrics {
 			l = tls.NewListener(l, tlsfiles.Server(s.certs, nil))
