@@ -304,3 +304,28 @@ func TestSecureKasReloadsItsCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTLSReplicas: replicas with TLS find each other as grpcs:// peers, verified with the peer CA, and
+// route calls between them.
+func TestTLSReplicas(t *testing.T) {
+	certs := testcerts.New(t)
+	clientCert, err := tlsfiles.NewReloader(certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := testenv.StartCluster(t, 2, testenv.ClusterOptions{
+		Kas: func(_ int, c *kas.Config) {
+			c.TLS = &kas.TLSConfig{CertFile: certs.ServerCert, KeyFile: certs.ServerKey, AgentCAFile: certs.CAFile, PeerCAFile: certs.CAFile}
+		},
+		AgentDial:  []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsfiles.Client(certs.Pool, "", clientCert)))},
+		CallerDial: []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsfiles.Client(certs.Pool, "", nil)))},
+	})
+	c.StartAgent(1, 0)
+	resp, err := testgrpc.NewTestServiceClient(c.Public[1]).UnaryCall(testenv.AgentCtx(testCtx(t), 1), &testpb.SimpleRequest{ResponseSize: 10})
+	if err != nil {
+		t.Fatalf("a call entering at the second replica: %v", err)
+	}
+	if len(resp.GetPayload().GetBody()) != 10 {
+		t.Fatalf("response %v", resp)
+	}
+}

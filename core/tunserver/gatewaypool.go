@@ -43,8 +43,8 @@ type GatewayPool struct {
 	closed bool
 }
 
-// NewGatewayPool dials kas private APIs with auth and opts (message sizes, ...); grpcs:// URLs with
-// tlsCreds (nil: they are refused).
+// NewGatewayPool dials kas private APIs with auth and opts (message sizes, ...). With tlsCreds it dials
+// grpcs:// URLs only; without, grpc:// URLs only.
 func NewGatewayPool(auth *PrivateAuth, tlsCreds credentials.TransportCredentials, opts ...grpc.DialOption) *GatewayPool {
 	all := []grpc.DialOption{
 		grpc.WithPerRPCCredentials(auth.Credentials()),
@@ -70,6 +70,10 @@ func (p *GatewayPool) Conn(privateURL string) (grpc.ClientConnInterface, error) 
 	}
 	opts := p.opts
 	switch {
+	case !tls && p.tls != nil:
+		// A kas with TLS talks to peers over TLS only: a plaintext URL planted in the tracker must not
+		// receive calls or private API tokens.
+		return nil, fmt.Errorf("gateway %s: this kas runs TLS and refuses plaintext peers; use grpcs://", privateURL)
 	case !tls:
 		opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
 	case p.tls != nil:

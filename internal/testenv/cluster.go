@@ -23,11 +23,14 @@ type ClusterOptions struct {
 	Tracker tracker.Tracker
 	// Kas adjusts kas i's config before it starts.
 	Kas func(i int, c *kas.Config)
+	// AgentDial adds dial options to agents' connections; CallerDial to the public API clients.
+	AgentDial, CallerDial []grpc.DialOption
 }
 
 // Cluster is several kas replicas on loopback TCP sharing a tracker and a private API secret.
 type Cluster struct {
 	t       testing.TB
+	opts    ClusterOptions
 	Kas     []*kas.Server
 	Metrics []*metrics.Provider
 	Public  []*grpc.ClientConn
@@ -39,7 +42,7 @@ type Cluster struct {
 // StartCluster starts n kas instances. Agents are started with StartAgent, on the kas of your choice.
 func StartCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Tracker: opts.Tracker, Secret: make([]byte, 32), down: make([]bool, n)}
+	c := &Cluster{t: t, opts: opts, Tracker: opts.Tracker, Secret: make([]byte, 32), down: make([]bool, n)}
 	if _, err := rand.Read(c.Secret); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +90,7 @@ func StartCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 		c.Metrics = append(c.Metrics, mp)
 		i := i
 		t.Cleanup(func() { c.StopKas(i) })
-		pub, err := grpc.NewClient(k.Addrs().API.String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		pub, err := grpc.NewClient(k.Addrs().API.String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts.CallerDial...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,7 +115,7 @@ func (c *Cluster) StopKas(i int) {
 func (c *Cluster) StartAgent(id int64, i int) *AgentEnv {
 	t := c.t
 	t.Helper()
-	conn, err := tunclient.DialKas(c.Kas[i].Addrs().Agent.String(), Token(id))
+	conn, err := tunclient.DialKas(c.Kas[i].Addrs().Agent.String(), Token(id), c.opts.AgentDial...)
 	if err != nil {
 		t.Fatal(err)
 	}
