@@ -51,9 +51,10 @@ func ParsePath(escapedPath string) (agentID int64, rest string, ok bool, err err
 }
 
 // ServeHTTP forwards one request. Before the response started, failures are answered with a one-line
-// plain-text reason: 400 for a bad path or request body, 504 when no tunnel to the agent showed up in
-// time, 502 otherwise. After it started, a failure aborts the response (the connection is closed, or
-// the HTTP/2 stream reset), so that a client never takes a truncated body for a complete one.
+// plain-text reason: 400 for a bad path or request body (413 for a body cut by a limit), 504 when no
+// tunnel to the agent showed up in time, 502 otherwise. After it started, a failure aborts the response
+// (the connection is closed, or the HTTP/2 stream reset), so that a client never takes a truncated body
+// for a complete one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	agentID, path, ok, err := ParsePath(r.URL.EscapedPath())
 	switch {
@@ -305,6 +306,13 @@ func (ex *exchange) fail(err error) {
 		return // the client went away; nobody reads an answer
 	}
 	if uploadEnded && ex.uploadErr != nil {
+		// A body cut by a limit (http.MaxBytesReader, which kas puts on it) is the client's too-large body,
+		// whether its size was announced or not: the same 413 as a Content-Length over the limit gets.
+		var tooLarge *http.MaxBytesError
+		if errors.As(ex.uploadErr, &tooLarge) {
+			writeError(ex.w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: the limit is %d bytes", tooLarge.Limit))
+			return
+		}
 		writeError(ex.w, http.StatusBadRequest, "bad request: read request body: "+ex.uploadErr.Error())
 		return
 	}

@@ -144,40 +144,62 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 	if err := t.startForwarding(r, fwd); err != nil {
 		return err
 	}
+	// The caller's end ends the tunnel at once, whatever forward is waiting for: a send to an agent that
+	// stopped reading holds the pump (and attach) until the tunnel's stream ends, which only the tunnel's
+	// end brings about. For the same reason the tunnel always ends before the pump is detached below.
+	stop := context.AfterFunc(ctx, func() { r.finish(t, errCallerCancelled, "") })
+	defer stop()
 	if err := pump.attachTunnel(t); err != nil {
 		// The stream ended under us: nothing reached the agent's service. The reader stops on its own.
-		pump.detach()
 		r.finish(t, nil, "")
+		pump.detach()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return errRetryOtherTunnel
 	}
 	var v verdict
 	select {
 	case v = <-fwd.result:
 	case <-ctx.Done():
+		r.finish(t, errCallerCancelled, "")
 		pump.detach()
-		r.finish(t, status.Error(codes.Canceled, "the caller cancelled the call"), "")
 		<-fwd.result // the reader may be using sink; the tunnel's end makes it stop
 		return ctx.Err()
+	}
+	switch v.kind {
+	case verdictDone, verdictWithdrawn:
+		r.finish(t, nil, "")
+	case verdictBroken, verdictViolation:
+		r.finish(t, v.err, "")
+	default: // verdictCallerGone
+		r.finish(t, callerGoneErr(ctx, v.err), "")
 	}
 	replayable := pump.detach()
 	switch v.kind {
 	case verdictDone:
-		r.finish(t, nil, "")
 		return nil
 	case verdictWithdrawn:
-		r.finish(t, nil, "")
 		if replayable {
 			return errRetryOtherTunnel
 		}
 		return status.Errorf(codes.Unavailable, "agent %d withdrew the tunnel as the call arrived and the request was too large to replay", t.agentID)
 	case verdictBroken:
-		r.finish(t, v.err, "")
 		return status.Errorf(codes.Unavailable, "tunnel to agent %d broke: %v", t.agentID, status.Convert(v.err).Message())
 	case verdictViolation:
-		r.finish(t, v.err, "")
 		return status.Errorf(codes.Unavailable, "agent %d broke the tunnel protocol: %v", t.agentID, status.Convert(v.err).Message())
 	default: // verdictCallerGone
-		r.finish(t, status.Error(codes.Canceled, "the caller went away"), "")
 		return v.err
 	}
+}
+
+var errCallerCancelled = status.Error(codes.Canceled, "the caller cancelled the call")
+
+// callerGoneErr is what the agent learns when the caller could not take its answer: that the caller went
+// away, or, when the caller is still there and the message was too large for it, that limit.
+func callerGoneErr(ctx context.Context, sinkErr error) error {
+	if ctx.Err() == nil && status.Code(sinkErr) == codes.ResourceExhausted {
+		return sinkErr
+	}
+	return status.Error(codes.Canceled, "the caller went away")
 }

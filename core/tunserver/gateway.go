@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -55,9 +56,8 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) (err error) {
 	if hook := testhooks.GatewayTunnelReady.Load(); hook != nil {
 		(*hook)(c.agentID, func() { g.registry.onReaderResult(tun, recvResult{err: io.ErrUnexpectedEOF}) })
 	}
-	var start rpc.StartStreaming
-	if err := stream.RecvMsg(&start); err != nil {
-		// The routing kas picked another gateway or gave up: Done gives the tunnel back.
+	if err := recvStartStreaming(stream); err != nil {
+		// The routing kas picked another gateway, gave up, or broke the protocol: Done gives the tunnel back.
 		return err
 	}
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
@@ -71,6 +71,24 @@ func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) (err error) {
 		return status.Errorf(codes.Unavailable, "the tunnel to agent %d went away before the call started", c.agentID)
 	}
 	return forwardErr(ctx, err)
+}
+
+// recvStartStreaming reads the routing kas's first message, which must be start_streaming. It is read raw
+// and decoded here, so that anything else is an InvalidArgument that says so rather than gRPC's Internal
+// "failed to unmarshal", and a half-close in its place is one too rather than an Unknown "EOF".
+func recvStartStreaming(stream grpc.ServerStream) error {
+	var first grpctool.RawFrame
+	if err := stream.RecvMsg(&first); err != nil {
+		if err == io.EOF {
+			c := rpc.NewChecker(rpc.RoutingToGateway)
+			return c.Next(rpc.StateEOF)
+		}
+		return err
+	}
+	if err := proto.Unmarshal(first.Data, &rpc.StartStreaming{}); err != nil {
+		return status.Errorf(codes.InvalidArgument, "%s: the first message is not start_streaming: %v", rpc.RoutingToGateway.Name(), err)
+	}
+	return nil
 }
 
 // call is what routing and gateways need to know about a call.

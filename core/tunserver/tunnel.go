@@ -3,6 +3,8 @@ package tunserver
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -93,7 +95,7 @@ type Tunnel struct {
 	done chan struct{}
 
 	sendMu     sync.Mutex
-	sendClosed bool
+	sendClosed atomic.Bool
 }
 
 func newTunnel(agentID int64, desc descriptorIndex, stream rpc.ReverseTunnel_ConnectServer) *Tunnel {
@@ -131,18 +133,38 @@ func (t *Tunnel) moveLocked(to TunnelState) error {
 func (t *Tunnel) send(m *rpc.ConnectResponse) error {
 	t.sendMu.Lock()
 	defer t.sendMu.Unlock()
-	if t.sendClosed {
+	if t.sendClosed.Load() {
 		return errTunnelClosed
 	}
 	return t.stream.Send(m)
 }
 
-// closeSend waits for a send in progress and forbids further sends: after it the Connect handler may
-// return.
+// closeSendWait bounds how long the Connect handler waits for a send in progress before it returns.
+const closeSendWait = time.Second
+
+// closeSend forbids further sends and waits for a send in progress, at most closeSendWait: after it the
+// Connect handler may return. A send still in progress then is blocked on flow control by an agent that
+// stopped reading, and only the handler's return ends the stream and so that send (gRPC's SendMsg returns
+// once the stream is done): waiting for it would leave the tunnel, its call and this handler to the
+// agent's mercy.
 func (t *Tunnel) closeSend() {
-	t.sendMu.Lock()
-	t.sendClosed = true
-	t.sendMu.Unlock()
+	t.sendClosed.Store(true)
+	if t.sendMu.TryLock() { // no send in progress: the common case
+		t.sendMu.Unlock()
+		return
+	}
+	sent := make(chan struct{})
+	go func() {
+		t.sendMu.Lock()
+		t.sendMu.Unlock()
+		close(sent)
+	}()
+	timer := time.NewTimer(closeSendWait)
+	defer timer.Stop()
+	select {
+	case <-sent:
+	case <-timer.C:
+	}
 }
 
 var errTunnelClosed = status.Error(codes.Unavailable, "tunnel closed")
