@@ -478,7 +478,7 @@ func badAgentAPICases() []badCase {
 	for i := range tunserver.MaxDescriptorMethods + 1 {
 		manyMethods.Methods = append(manyMethods.Methods, &rpc.Method{Name: fmt.Sprintf("m%d", i)})
 	}
-	hugeName := &rpc.Service{Name: "s", Methods: []*rpc.Method{{Name: strings.Repeat("m", tunserver.MaxDescriptorBytes)}}}
+	hugeName := &rpc.Service{Name: "s", Methods: []*rpc.Method{{Name: strings.Repeat("m", tunserver.DefaultMaxDescriptorBytes)}}}
 	message := &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: []byte("x")}}}
 	return []badCase{
 		{
@@ -514,7 +514,7 @@ func badAgentAPICases() []badCase {
 		{
 			name: "agent/descriptor over the byte bound",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(hugeName)),
-			code: codes.ResourceExhausted, says: []string{"descriptor is", fmt.Sprintf("the limit is %d", tunserver.MaxDescriptorBytes)},
+			code: codes.ResourceExhausted, says: []string{"descriptor is", fmt.Sprintf("the limit (--max-descriptor-bytes) is %d", tunserver.DefaultMaxDescriptorBytes)},
 		},
 		{
 			name: "agent/too many services",

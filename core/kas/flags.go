@@ -60,6 +60,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Limits.MaxWaitingPerAgent, "max-waiting-calls-per-agent", DefaultLimits.MaxWaitingPerAgent, "most calls that may wait for a tunnel to one agent; more fail at once with ResourceExhausted")
 	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (each call uses one)")
 	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", DefaultLimits.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
+	fs.IntVar(&cfg.Limits.MaxDescriptorBytes, "max-descriptor-bytes", DefaultLimits.MaxDescriptorBytes, "largest descriptor (the first message of a tunnel, listing what the agent serves) in bytes")
 	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", DefaultLimits.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")
 	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", DefaultLimits.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
 	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", DefaultLimits.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
@@ -90,6 +91,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	positiveLimit("max-tunnel-rate", cfg.Limits.TunnelRate)
 	positiveLimit("max-tunnel-burst", float64(cfg.Limits.TunnelBurst))
 	positiveLimit("max-http-body", float64(cfg.Limits.MaxHTTPBody))
+	positiveLimit("max-descriptor-bytes", float64(cfg.Limits.MaxDescriptorBytes))
 	positiveLimit("max-http-header-bytes", float64(cfg.Limits.MaxHTTPHeaderBytes))
 	positiveLimit("http-read-header-timeout", cfg.Limits.HTTPReadHeaderTimeout.Seconds())
 	switch {

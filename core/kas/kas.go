@@ -186,7 +186,7 @@ func (c *Config) validate() error {
 	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
 		errs = append(errs, errors.New("TLS needs a certificate file and a key file"))
 	}
-	if l := c.Limits; l.MaxTunnelsPerAgent < 0 || l.MaxWaitingPerAgent < 0 || l.TunnelRate < 0 || l.TunnelBurst < 0 || l.MaxHTTPBody < 0 || l.MaxHTTPHeaderBytes < 0 || l.HTTPReadHeaderTimeout < 0 {
+	if l := c.Limits; l.MaxTunnelsPerAgent < 0 || l.MaxWaitingPerAgent < 0 || l.TunnelRate < 0 || l.TunnelBurst < 0 || l.MaxHTTPBody < 0 || l.MaxDescriptorBytes < 0 || l.MaxHTTPHeaderBytes < 0 || l.HTTPReadHeaderTimeout < 0 {
 		errs = append(errs, errors.New("limits must not be negative"))
 	}
 	if c.TrackerRefresh < 0 || c.UnregisterDelay < 0 {
@@ -210,6 +210,9 @@ func (c *Config) validate() error {
 	}
 	if l.MaxHTTPBody == 0 {
 		l.MaxHTTPBody = d.MaxHTTPBody
+	}
+	if l.MaxDescriptorBytes == 0 {
+		l.MaxDescriptorBytes = d.MaxDescriptorBytes
 	}
 	if l.MaxHTTPHeaderBytes == 0 {
 		l.MaxHTTPHeaderBytes = d.MaxHTTPHeaderBytes
@@ -441,6 +444,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	agentAPI.SetTunnelRate(cfg.Limits.TunnelRate, cfg.Limits.TunnelBurst)
+	agentAPI.SetMaxDescriptorBytes(cfg.Limits.MaxDescriptorBytes)
 	rpc.RegisterReverseTunnelServer(s.agentServer, agentAPI)
 	return s, nil
 }

@@ -23,6 +23,8 @@ type Limits struct {
 	// Each call uses a tunnel, so it also bounds an agent's calls per second.
 	TunnelRate  float64
 	TunnelBurst int
+	// MaxDescriptorBytes bounds the descriptor an agent sends first on every tunnel.
+	MaxDescriptorBytes int
 	// MaxHTTPBody bounds an HTTP request body sent through the tunnel (413 above it).
 	MaxHTTPBody int64
 	// MaxHTTPHeaderBytes bounds an HTTP request's line and header (431 above it).
@@ -38,6 +40,7 @@ var DefaultLimits = Limits{
 	MaxWaitingPerAgent: 1000,
 	TunnelRate:         20000,
 	TunnelBurst:        20000,
+	MaxDescriptorBytes: tunserver.DefaultMaxDescriptorBytes,
 	MaxHTTPBody:        1 << 30,
 	MaxHTTPHeaderBytes: 1 << 20,
 	// Matches httptunnel's default; a header arrives in one round trip in practice.
@@ -55,7 +58,7 @@ func (s *Server) limitHit(limit string) {
 // dashboards and alerts see the series before the first rejection.
 var limitNames = []string{
 	tunserver.LimitTunnelsPerAgent, tunserver.LimitWaitingPerAgent, tunserver.LimitTunnelRate,
-	tunserver.LimitMessageSize, limitHTTPBody, limitHTTPHeader,
+	tunserver.LimitMessageSize, tunserver.LimitDescriptorSize, limitHTTPBody, limitHTTPHeader,
 }
 
 const (

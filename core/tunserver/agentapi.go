@@ -47,6 +47,10 @@ func NewAgentAPI(auth AgentAuthenticator, registry *Registry, maxConnectionAge t
 	return &AgentAPI{auth: auth, registry: registry, maxAge: maxConnectionAge, log: log}, nil
 }
 
+// SetMaxDescriptorBytes bounds the encoded descriptor an agent may send (DefaultMaxDescriptorBytes when
+// zero). Set it before serving.
+func (a *AgentAPI) SetMaxDescriptorBytes(n int) { a.descriptors.maxBytes = n }
+
 // SetTunnelRate bounds how fast one agent may open tunnels: perSecond on average, burst at once. Zero
 // means no limit. Set it before serving.
 func (a *AgentAPI) SetTunnelRate(perSecond float64, burst int) {
@@ -116,6 +120,9 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	}
 	desc, err := a.descriptors.index(first.Data)
 	if err != nil {
+		if status.Code(err) == codes.ResourceExhausted {
+			a.registry.limitHit(LimitDescriptorSize)
+		}
 		return err
 	}
 	t := newTunnel(agentID, desc, stream)

@@ -16,8 +16,8 @@ import (
 const (
 	MaxDescriptorServices = 1000
 	MaxDescriptorMethods  = 10000
-	// MaxDescriptorBytes bounds the encoded first message, whatever the message size limit is.
-	MaxDescriptorBytes = 1 << 20
+	// DefaultMaxDescriptorBytes bounds the encoded first message, whatever the message size limit is.
+	DefaultMaxDescriptorBytes = 1 << 20
 )
 
 // descriptorIndex answers "does this tunnel serve that method" in constant time.
@@ -84,15 +84,21 @@ const (
 // descriptorCache maps the wire bytes of a first message to the descriptor index they decode to, so
 // that the same descriptor is decoded and indexed once, not once per tunnel.
 type descriptorCache struct {
-	mu      sync.Mutex
-	entries map[[sha256.Size]byte]descriptorIndex
+	// maxBytes bounds a descriptor's encoding; zero means DefaultMaxDescriptorBytes.
+	maxBytes int
+	mu       sync.Mutex
+	entries  map[[sha256.Size]byte]descriptorIndex
 }
 
 // index decodes the first message of a tunnel and returns its descriptor's index. Anything but a valid
 // descriptor is an InvalidArgument status.
 func (c *descriptorCache) index(data []byte) (descriptorIndex, error) {
-	if len(data) > MaxDescriptorBytes {
-		return descriptorIndex{}, status.Errorf(codes.ResourceExhausted, "descriptor is %d bytes, the limit is %d", len(data), MaxDescriptorBytes)
+	limit := c.maxBytes
+	if limit <= 0 {
+		limit = DefaultMaxDescriptorBytes
+	}
+	if len(data) > limit {
+		return descriptorIndex{}, status.Errorf(codes.ResourceExhausted, "descriptor is %d bytes, the limit (--max-descriptor-bytes) is %d", len(data), limit)
 	}
 	cacheable := len(data) <= descriptorCacheMaxBytes
 	var key [sha256.Size]byte

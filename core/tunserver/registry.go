@@ -88,6 +88,7 @@ const (
 	LimitWaitingPerAgent = "waiting_calls_per_agent"
 	LimitTunnelRate      = "tunnel_rate"
 	LimitMessageSize     = "message_size"
+	LimitDescriptorSize  = "descriptor_size"
 )
 
 // SetLimits sets the registry's limits and the function told when one bites (it runs under a registry
