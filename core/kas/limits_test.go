@@ -12,6 +12,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
@@ -132,4 +133,30 @@ func testAuth(t *testing.T) *tunserver.StaticTokens {
 		t.Fatal(err)
 	}
 	return a
+}
+
+func TestLimitDescriptorSize(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Transport: testenv.TCP, Kas: func(c *kas.Config) { c.Limits.MaxDescriptorBytes = 4000 }})
+	conn, err := tunclient.DialKas(e.Kas.Addrs().Agent.String(), testenv.Token(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := rpc.NewReverseTunnelClient(conn).Connect(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := &rpc.AgentDescriptor{Services: []*rpc.Service{{Name: strings.Repeat("s", 5000), AllMethods: true}}}
+	if err := stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: &rpc.Descriptor{AgentDescriptor: big}}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = stream.Recv()
+	wantStatus(t, "a descriptor over the limit", err, codes.ResourceExhausted, "the limit (--max-descriptor-bytes) is 4000")
+	if got := rejections(t, e, "descriptor_size"); got != 1 {
+		t.Errorf("descriptor_size rejections %v, want 1", got)
+	}
+	// Agents whose descriptors fit are served.
+	if _, err := testgrpc.NewTestServiceClient(e.Public).EmptyCall(testenv.AgentCtx(testCtx(t), 1), &testpb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
 }
