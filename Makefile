@@ -3,7 +3,7 @@ GO ?= go
 BUF_VERSION := v1.75.0
 BIN := bin
 
-.PHONY: all build test bench chaos generate lint fmt dashboards-up dashboards-down dashboards-gen
+.PHONY: all build test fuzz bench chaos generate lint fmt dashboards-up dashboards-down dashboards-gen
 
 all: build
 
@@ -14,6 +14,28 @@ test:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
 	$(GO) test -race -timeout 15m ./...
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# Every fuzz target, as package:target. go test fuzzes one target per run, so `make fuzz` runs them one
+# after another, each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. The seed corpora are in
+# each package's testdata/fuzz/<target>/ (they also run as plain tests); new inputs the fuzzer finds
+# stay in the Go build cache, and only an input that fails is written to testdata, to be committed with
+# its fix.
+FUZZ_TARGETS := \
+	./core/rpc:FuzzStateTable \
+	./core/httptunnel:FuzzExchange \
+	./core/httptunnel:FuzzParsePath \
+	./core/kas:FuzzParseArgs \
+	./core/agentk:FuzzParseArgs \
+	./chaos/scenario:FuzzParse
+FUZZTIME ?= 30s
+FUZZTIME_SHORT ?= 3s
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t%%:*} $${t##*:} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t##*:}\$$" -fuzztime $(FUZZTIME) $${t%%:*}; \
+	done
 
 # The benchmark matrix on an in-process topology; results in results/latest.
 bench:
