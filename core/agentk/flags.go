@@ -106,7 +106,11 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	if *httpUpstream != "" {
 		u, err := url.Parse(*httpUpstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("--http-upstream %q: want an http:// or https:// URL with a host", *httpUpstream))
+			shown := ": not a URL" // the parse error would quote the value, password included
+			if err == nil {
+				shown = fmt.Sprintf(" %q", u.Redacted())
+			}
+			errs = append(errs, fmt.Errorf("--http-upstream%s: want an http:// or https:// URL with a host", shown))
 		} else {
 			cfg.HTTPUpstream = u
 		}

@@ -105,6 +105,9 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 	}
 	checker := rpc.NewChecker(RequestOrder)
 	first, err := stream.Recv()
+	if err == io.EOF {
+		return checker.Next(rpc.StateEOF) // says which message kas should have sent first
+	}
 	if err != nil {
 		return err
 	}

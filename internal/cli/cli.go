@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -41,7 +42,7 @@ func Parse(fs *flag.FlagSet, args []string, out io.Writer) error {
 			fs.Usage()
 			return ErrHelp
 		}
-		return UsageError{Err: err}
+		return UsageError{Err: redactSecrets(err, args)}
 	}
 	if fs.NArg() > 0 {
 		return Usagef("unexpected argument %q", fs.Arg(0))
@@ -63,7 +64,7 @@ func ParsePositional(fs *flag.FlagSet, args []string, out io.Writer, n int) ([]s
 			fs.Usage()
 			return nil, ErrHelp
 		}
-		return nil, UsageError{Err: err}
+		return nil, UsageError{Err: redactSecrets(err, args)}
 	}
 	pos = append(pos, fs.Args()...)
 	if len(pos) > n {
@@ -130,4 +131,38 @@ func ReadSecretFile(path string) (string, error) {
 		return "", fmt.Errorf("%s is empty", path)
 	}
 	return s, nil
+}
+
+// SecretFlags are the flags whose values are secrets. The flag package quotes a bad value in its error,
+// and a secret can become one: in "--min-idle --token=X", "--token=X" is the value of --min-idle.
+var SecretFlags = []string{"token", "agent-token", "caller-token"}
+
+// redactSecrets removes from err's message every value given to a SecretFlags flag in args. For
+// KEY=SECRET values (--agent-token 1=TOKEN) the key stays.
+func redactSecrets(err error, args []string) error {
+	msg := err.Error()
+	var secrets []string
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || !slices.Contains(SecretFlags, name) {
+			continue
+		}
+		if !hasValue && i+1 < len(args) {
+			value = args[i+1]
+		}
+		if _, secret, ok := strings.Cut(value, "="); ok && secret != "" {
+			value = secret
+		}
+		if value != "" {
+			secrets = append(secrets, value)
+		}
+	}
+	redacted := msg
+	for _, s := range secrets {
+		redacted = strings.ReplaceAll(redacted, s, "<redacted>")
+	}
+	if redacted == msg {
+		return err
+	}
+	return errors.New(redacted)
 }
