@@ -30,6 +30,29 @@ func BenchmarkUnaryTunnel(b *testing.B) {
 	}
 }
 
+// BenchmarkUnaryDirect is the direct baseline of BenchmarkUnaryTunnel: the same call, the same
+// process, no tunnel.
+func BenchmarkUnaryDirect(b *testing.B) {
+	topo, err := StartTopology(context.Background(), TopologyConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer topo.Close(context.Background())
+	conn, err := topo.PathConn(PathDirect)
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := newCall(ShapeUnary, 64, conn, func(ctx context.Context) context.Context { return ctx })()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := call(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkUnaryTunnel1MiB is BenchmarkUnaryTunnel with 1 MiB each way.
 func BenchmarkUnaryTunnel1MiB(b *testing.B) {
 	topo, err := StartTopology(context.Background(), TopologyConfig{})
