@@ -12,6 +12,15 @@ import (
 // BenchmarkUnaryTunnel is for profiling one path with the Go tools:
 //
 //	go test ./bench -run '^$' -bench UnaryTunnel -cpuprofile cpu.out -memprofile mem.out
+//
+// What a profile showed (2 cores, 2026-11): 358 µs and 535 allocations per call through the tunnel
+// against 140 µs and 155 for BenchmarkUnaryDirect. Of the tunnel's CPU, 16% is write and read system
+// calls (two loopback TCP hops each way instead of one), 14% allocation and 3% GC (three gRPC streams
+// per call, each with its header frames, stream state and protobuf envelopes: the caller's stream to
+// kas, the tunnel's Connect stream, which carries one call, and the agent's stream to its in-process
+// server), 10% goroutine stack growth (the per-tunnel read loop, the request pump and the agent's
+// per-call goroutine start small and grow through gRPC's deep call chains; direct gRPC pays 8% for
+// its own), 9% protobuf decoding of envelopes. No single hot spot: the cost is the extra streams.
 func BenchmarkUnaryTunnel(b *testing.B) {
 	topo, err := StartTopology(context.Background(), TopologyConfig{})
 	if err != nil {
