@@ -1,11 +1,9 @@
 package bench
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/internal/summaryfile"
 )
 
 // SummarySchema names the format of summary.json. Scripts depend on it: change it only with a new version.
@@ -100,29 +98,13 @@ type ScaleResult struct {
 }
 
 // WriteJSON writes s to dir/summary.json.
-func (s *Summary) WriteJSON(dir string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
-}
+func (s *Summary) WriteJSON(dir string) error { return summaryfile.Write(dir, s) }
 
 // ReadSummary reads dir/summary.json (or a file path) and checks its schema.
 func ReadSummary(path string) (*Summary, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "summary.json")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var s Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if s.Schema != SummarySchema {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SummarySchema)
+	if err := summaryfile.Read(path, SummarySchema, &s); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }

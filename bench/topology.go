@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/internal/poll"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -416,18 +418,7 @@ func (t *Topology) startHTTPUpstream() error {
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
+	return poll.Until(ctx, timeout, 5*time.Millisecond, cond)
 }
 
 // targetTopology is an existing deployment: nothing is started, calls go to its public API.

@@ -1,10 +1,7 @@
 package runner
 
 import (
-	"encoding/json"
-	"fmt"
-	"os"
-	"path/filepath"
+	"github.com/tunnelbench/tunnelbench/internal/summaryfile"
 
 	"github.com/tunnelbench/tunnelbench/bench"
 )
@@ -90,29 +87,13 @@ type Second struct {
 }
 
 // WriteJSON writes dir/summary.json.
-func (s *Summary) WriteJSON(dir string) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644)
-}
+func (s *Summary) WriteJSON(dir string) error { return summaryfile.Write(dir, s) }
 
 // ReadSummary reads a scenario's summary.json (or the directory holding it) and checks its schema.
 func ReadSummary(path string) (*Summary, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "summary.json")
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
 	var s Summary
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if s.Schema != SummarySchema {
-		return nil, fmt.Errorf("%s: schema %q, want %q", path, s.Schema, SummarySchema)
+	if err := summaryfile.Read(path, SummarySchema, &s); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/internal/poll"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -462,18 +464,7 @@ func (t *topology) close() {
 }
 
 func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return nil
+	return poll.Until(ctx, timeout, 10*time.Millisecond, cond)
 }
 
 // redisServer is a throw-away redis-server on loopback that the scenario can stop and start again.
