@@ -391,19 +391,24 @@ func (t *topology) RestartAgents(ctx context.Context, ids []int64) error {
 	if err != nil {
 		return err
 	}
+	stopAgents(nodes)
+	return t.StartAgents(ctx, ids)
+}
+
+// stopAgents stops agents gracefully, all at once: calls in flight finish within agentStopGrace.
+func stopAgents(nodes []*agentNode) {
 	var wg sync.WaitGroup
 	for _, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), agentStopGrace)
+			ctx, cancel := context.WithTimeout(context.Background(), agentStopGrace)
 			defer cancel()
-			n.agent.Stop(sctx)
+			n.agent.Stop(ctx)
 			_ = n.conn.Close()
 		}()
 	}
 	wg.Wait()
-	return t.StartAgents(ctx, ids)
 }
 
 func (t *topology) StopRedis(context.Context) error {
@@ -429,18 +434,7 @@ func (t *topology) close() {
 	}
 	t.agents = map[int64]*agentNode{}
 	t.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), agentStopGrace)
-			defer cancel()
-			n.agent.Stop(ctx)
-			_ = n.conn.Close()
-		}()
-	}
-	wg.Wait()
+	stopAgents(nodes)
 	for _, c := range t.callers {
 		_ = c.Close()
 	}
