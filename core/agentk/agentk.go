@@ -112,7 +112,9 @@ func New(cfg Config) (*Agentk, error) {
 	pool.Tracer = tp.Tracer("github.com/tunnelbench/tunnelbench/core/agentk")
 	pool.Meter = mp.Meter("github.com/tunnelbench/tunnelbench/core/agentk")
 	pool.Log = cfg.Log
-	a, err := tunclient.New(pool, metrics.ServerOptions(serverMetrics)...)
+	pool.UnaryInterceptors = append(pool.UnaryInterceptors, serverMetrics.UnaryServerInterceptor())
+	pool.StreamInterceptors = append(pool.StreamInterceptors, serverMetrics.StreamServerInterceptor())
+	a, err := tunclient.New(pool)
 	if err != nil {
 		_ = conn.Close()
 		return nil, err

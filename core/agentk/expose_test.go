@@ -22,6 +22,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/agentk"
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 )
@@ -274,6 +275,45 @@ func TestExposedServiceIsTransparent(t *testing.T) {
 				if got.String() != want.String() {
 					t.Errorf("%s:\n through the tunnel: %v\n directly:           %v", via, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestRegisteredServiceIsTransparent holds services registered on the agent itself to the same
+// standard, both ways the agent can serve them.
+func TestRegisteredServiceIsTransparent(t *testing.T) {
+	addr := upstream(t)
+	direct, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	cases := statusCases()
+	for name, f := range transparencyCases {
+		cases[name] = f
+	}
+	for mode, bufconn := range map[string]bool{"from the tunnel": false, "bufconn server": true} {
+		t.Run(mode, func(t *testing.T) {
+			e := testenv.Start(t, testenv.Options{
+				Kas: func(c *kas.Config) { c.MaxMessageSize = 8 << 20 },
+				Agent: func(_ int64, c *tunclient.Config) {
+					c.MaxMessageSize = 8 << 20
+					c.BufconnServer = bufconn
+				},
+			})
+			for name, f := range cases {
+				t.Run(name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					want := f(ctx, testgrpc.NewTestServiceClient(direct))
+					for via, conn := range map[string]grpc.ClientConnInterface{"public": e.Public, "internal": e.Kas.InternalConn()} {
+						got := f(testenv.AgentCtx(ctx, 1), testgrpc.NewTestServiceClient(conn))
+						if got.String() != want.String() {
+							t.Errorf("%s:\n through the tunnel: %v\n directly:           %v", via, got, want)
+						}
+					}
+				})
 			}
 		})
 	}

@@ -58,3 +58,29 @@ func RawServerCodec() grpc.ServerOption {
 func RawCallCodec() grpc.CallOption {
 	return grpc.ForceCodecV2(RawCodec{})
 }
+
+// MarshalFrame encodes v as one gRPC message: a RawFrame's bytes as they are, anything else as protobuf.
+func MarshalFrame(v any) ([]byte, error) {
+	if f, ok := v.(*RawFrame); ok {
+		return f.Data, nil
+	}
+	bs, err := protoCodec().Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	defer bs.Free()
+	return bs.Materialize(), nil
+}
+
+// UnmarshalFrame decodes one gRPC message into v: a RawFrame takes data itself (the caller must not reuse
+// it), anything else is decoded as protobuf.
+func UnmarshalFrame(data []byte, v any) error {
+	if f, ok := v.(*RawFrame); ok {
+		f.Data = data
+		return nil
+	}
+	if v == nil {
+		return fmt.Errorf("raw codec: cannot unmarshal into nil")
+	}
+	return protoCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, v)
+}

@@ -30,9 +30,35 @@ func callers(e *testenv.Env) map[string]testgrpc.TestServiceClient {
 	}
 }
 
-func forEachTransport(t *testing.T, f func(t *testing.T, tr testenv.Transport)) {
-	for _, tr := range []testenv.Transport{testenv.TCP, testenv.Bufconn} {
-		t.Run(string(tr), func(t *testing.T) { f(t, tr) })
+// variant is one way a call crosses kas and the agent: kas's listeners on TCP or bufconn, and the agent
+// serving its services straight from the tunnel (the default) or on a grpc.Server behind bufconn.
+type variant struct {
+	transport     testenv.Transport
+	bufconnServer bool
+}
+
+// options sets the variant on o.
+func (v variant) options(o testenv.Options) testenv.Options {
+	o.Transport = v.transport
+	if v.bufconnServer {
+		inner := o.Agent
+		o.Agent = func(id int64, c *tunclient.Config) {
+			if inner != nil {
+				inner(id, c)
+			}
+			c.BufconnServer = true
+		}
+	}
+	return o
+}
+
+func forEachVariant(t *testing.T, f func(t *testing.T, v variant)) {
+	for name, v := range map[string]variant{
+		"tcp":                  {transport: testenv.TCP},
+		"bufconn":              {transport: testenv.Bufconn},
+		"agent-bufconn-server": {transport: testenv.TCP, bufconnServer: true},
+	} {
+		t.Run(name, func(t *testing.T) { f(t, v) })
 	}
 }
 
@@ -43,8 +69,8 @@ func testCtx(t *testing.T) context.Context {
 }
 
 func TestCallShapes(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, tr testenv.Transport) {
-		e := testenv.Start(t, testenv.Options{Transport: tr})
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := testenv.Start(t, v.options(testenv.Options{}))
 		for name, c := range callers(e) {
 			t.Run(name, func(t *testing.T) {
 				ctx := testenv.AgentCtx(testCtx(t), 1)
@@ -118,8 +144,8 @@ func TestCallShapes(t *testing.T) {
 }
 
 func TestMetadataBothWays(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, tr testenv.Transport) {
-		e := testenv.Start(t, testenv.Options{Transport: tr})
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := testenv.Start(t, v.options(testenv.Options{}))
 		for name, c := range callers(e) {
 			t.Run(name, func(t *testing.T) {
 				bin := string([]byte{0, 1, 2, 255})
@@ -170,8 +196,8 @@ func TestMetadataBothWays(t *testing.T) {
 }
 
 func TestStatusDetails(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, tr testenv.Transport) {
-		e := testenv.Start(t, testenv.Options{Transport: tr})
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := testenv.Start(t, v.options(testenv.Options{}))
 		for name, c := range callers(e) {
 			t.Run(name, func(t *testing.T) {
 				ctx := testenv.AgentCtx(testCtx(t), 1, testsvc.EchoTrailingKey, "t")
@@ -252,8 +278,8 @@ func TestDeadlineReachesService(t *testing.T) {
 }
 
 func TestCancelReachesService(t *testing.T) {
-	forEachTransport(t, func(t *testing.T, tr testenv.Transport) {
-		e := testenv.Start(t, testenv.Options{Transport: tr})
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := testenv.Start(t, v.options(testenv.Options{}))
 		started := e.Agents[1].Service.Watch()
 		for name, c := range callers(e) {
 			t.Run(name, func(t *testing.T) {
@@ -283,13 +309,12 @@ func TestCancelReachesService(t *testing.T) {
 
 func TestLargeMessages(t *testing.T) {
 	const size = 8 << 20
-	forEachTransport(t, func(t *testing.T, tr testenv.Transport) {
-		e := testenv.Start(t, testenv.Options{
-			Transport:  tr,
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := testenv.Start(t, v.options(testenv.Options{
 			Kas:        func(c *kas.Config) { c.MaxMessageSize = 16 << 20 },
 			Agent:      func(_ int64, c *tunclient.Config) { c.MaxMessageSize = 16 << 20 },
 			CallerDial: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(16<<20), grpc.MaxCallSendMsgSize(16<<20))},
-		})
+		}))
 		for name, c := range callers(e) {
 			t.Run(name, func(t *testing.T) {
 				body := bytes.Repeat([]byte("0123456789abcdef"), size/16)

@@ -17,13 +17,19 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 )
 
-// serveCall replays the call kas sent through the tunnel against the agent's own server (or an exposed
-// upstream) and streams the answer back. It returns when the call is over and kas ended the stream.
+// serveCall serves the call kas sent through the tunnel: itself when the service is registered on the
+// agent (serveLocal), otherwise by replaying it against an exposed upstream (or the bufconn server) and
+// streaming the answer back. It returns when the call is over and kas ended the stream.
 func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, info *rpc.RequestInfo) {
 	log := a.cfg.Log.With("method", info.GetMethodName())
 	service, _, err := grpctool.SplitMethod(info.GetMethodName())
 	if err != nil {
 		a.failCall(stream, cancelStream, status.Error(codes.InvalidArgument, err.Error()))
+		return
+	}
+	target := a.target(service)
+	if target == nil {
+		a.serveLocal(streamCtx, cancelStream, stream, info)
 		return
 	}
 	// The service continues the caller's trace, under this agent's span when it traces.
@@ -43,7 +49,7 @@ func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.Cancel
 		defer cancel()
 	}
 	callCtx = metadata.NewOutgoingContext(callCtx, md)
-	cs, err := a.target(service).NewStream(callCtx, grpctool.BidiStreamDesc, info.GetMethodName(), grpctool.RawCallCodec())
+	cs, err := target.NewStream(callCtx, grpctool.BidiStreamDesc, info.GetMethodName(), grpctool.RawCallCodec())
 	if err != nil {
 		a.failCall(stream, cancelStream, err)
 		return

@@ -1,5 +1,11 @@
 // Package tunclient is the agent (agentk) side of the tunnel: an in-memory gRPC server on which services
 // register, a pool of tunnels to kas, and the proxying of each call that kas sends through a tunnel.
 //
+// The in-memory server has no transport of its own: a call of a registered service is served with the
+// tunnel itself as the handler's grpc.ServerStream (grpctool.ServiceMux dispatches it), which saves two
+// HTTP/2 transports and several goroutine hand-offs per call over a grpc.Server behind bufconn. That
+// server is still available (Config.BufconnServer) and passes the same tests. Exposed upstreams are
+// real gRPC servers and get the call replayed on a client connection.
+//
 // It never abandons a call it has started: stopping the agent lets calls in flight finish.
 package tunclient

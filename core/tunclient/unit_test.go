@@ -101,7 +101,7 @@ func TestDescriptorListsRegisteredServicesAndExposed(t *testing.T) {
 	if err := a.Expose("grpc.health.v1.Health", conn); err == nil {
 		t.Fatal("exposing a registered service was accepted")
 	}
-	d := descriptorFor(a.server.GetServiceInfo(), []string{"up.Stream"}).GetAgentDescriptor()
+	d := descriptorFor(a.GetServiceInfo(), []string{"up.Stream"}).GetAgentDescriptor()
 	names := map[string]bool{}
 	for _, s := range d.GetServices() {
 		names[s.GetName()] = true

@@ -1,0 +1,257 @@
+package tunclient
+
+import (
+	"context"
+	"io"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracing"
+)
+
+// localWindow is how many request messages may wait for the service before the tunnel stops reading
+// and gRPC flow control holds kas back.
+const localWindow = 8
+
+// serveLocal serves a call of a service registered on the agent with the tunnel itself as the service's
+// server stream: the handler reads request messages that this goroutine takes off the tunnel, and writes
+// header, messages, trailer and status straight onto it. Compared with replaying the call on a
+// grpc.Server behind bufconn, no HTTP/2 framing, copy or goroutine hand-off sits between tunnel and
+// service. It returns when the handler returned and kas ended the stream.
+func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, info *rpc.RequestInfo) {
+	method := info.GetMethodName()
+	log := a.cfg.Log.With("method", method)
+	ctx, span := a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", method)))
+	defer span.End()
+	md := rpc.ValuesToMeta(info.GetMeta())
+	if md == nil {
+		md = metadata.MD{}
+	}
+	// Services that read the trace context from metadata find this agent's span there too.
+	tracing.Propagator.Inject(ctx, tracing.MDCarrier(md))
+	ctx, cancelCall := context.WithCancel(ctx)
+	defer cancelCall()
+	if dl := info.GetDeadline(); dl != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.AsTime())
+		defer cancel()
+	}
+	ss := &tunnelServerStream{
+		stream: stream,
+		method: method,
+		maxMsg: a.cfg.MaxMessageSize,
+		recv:   make(chan []byte, localWindow),
+	}
+	ctx = metadata.NewIncomingContext(ctx, md)
+	ss.ctx = grpc.NewContextWithServerTransportStream(ctx, (*tunnelTransportStream)(ss))
+
+	handlerDone := make(chan struct{})
+	var drainTimer *time.Timer
+	go func() {
+		ss.finish(a.mux.Handle(nil, ss))
+		_ = stream.CloseSend()
+		// kas ends the stream as soon as it has the answer; if it does not, stop waiting after
+		// drainTimeout.
+		drainTimer = time.AfterFunc(drainTimeout, cancelStream)
+		close(handlerDone)
+	}()
+
+	// kas -> service, on this goroutine. It ends when kas ends the stream: after the answer, or early
+	// when the caller cancelled, in which case the handler's context is cancelled too.
+	checker := rpc.NewChecker(rpc.KasToAgent)
+	_ = checker.Next(rpc.StateRequestInfo)
+	closed := false
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			break
+		}
+		if err := checker.Next(rpc.KasState(m)); err != nil {
+			log.Warn("kas broke the tunnel protocol", "err", err)
+			cancelStream()
+			break
+		}
+		switch x := m.GetMsg().(type) {
+		case *rpc.ConnectResponse_Message:
+			if closed {
+				continue
+			}
+			// After the handler returned nobody reads: drop the rest, but keep reading so that kas is
+			// never blocked.
+			select {
+			case ss.recv <- x.Message.GetData():
+			case <-handlerDone:
+				closed = true
+			}
+		case *rpc.ConnectResponse_CloseSend:
+			if !closed {
+				closed = true
+				close(ss.recv)
+			}
+		}
+	}
+	cancelCall()
+	<-handlerDone
+	drainTimer.Stop()
+}
+
+// tunnelServerStream is the grpc.ServerStream of a call served from the tunnel. Only the handler's
+// goroutine sends; header and trailer may be set from any goroutine.
+type tunnelServerStream struct {
+	ctx    context.Context
+	stream rpc.ReverseTunnel_ConnectClient
+	method string
+	maxMsg int
+	recv   chan []byte
+
+	mu         sync.Mutex
+	header     metadata.MD
+	trailer    metadata.MD
+	headerSent bool
+}
+
+var _ grpc.ServerStream = (*tunnelServerStream)(nil)
+
+func (s *tunnelServerStream) Context() context.Context { return s.ctx }
+
+func (s *tunnelServerStream) SetHeader(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.headerSent {
+		return status.Error(codes.Internal, "transport: the stream is done or the header was already sent")
+	}
+	s.header = metadata.Join(s.header, md)
+	return nil
+}
+
+func (s *tunnelServerStream) SendHeader(md metadata.MD) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.headerSent {
+		return status.Error(codes.Internal, "transport: the stream is done or the header was already sent")
+	}
+	s.header = metadata.Join(s.header, md)
+	return s.sendHeaderLocked()
+}
+
+func (s *tunnelServerStream) SetTrailer(md metadata.MD) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.trailer = metadata.Join(s.trailer, md)
+}
+
+// sendHeaderLocked sends the header once. s.mu must be held.
+func (s *tunnelServerStream) sendHeaderLocked() error {
+	if s.headerSent {
+		return nil
+	}
+	s.headerSent = true
+	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: rpc.MetaToValues(s.header)}}}))
+}
+
+// sendErr is what the handler learns of a failed send: as on a grpc.Server, the call's end.
+func (s *tunnelServerStream) sendErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if s.ctx.Err() != nil {
+		return status.FromContextError(s.ctx.Err()).Err()
+	}
+	return status.Error(codes.Unavailable, "tunnel to kas ended: "+status.Convert(err).Message())
+}
+
+func (s *tunnelServerStream) SendMsg(m any) error {
+	if err := s.ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	data, err := grpctool.MarshalFrame(m)
+	if err != nil {
+		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	if len(data) > s.maxMsg {
+		return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", len(data), s.maxMsg)
+	}
+	s.mu.Lock()
+	err = s.sendHeaderLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: data}}}))
+}
+
+func (s *tunnelServerStream) RecvMsg(m any) error {
+	select {
+	case data, ok := <-s.recv:
+		if !ok {
+			return io.EOF
+		}
+		if len(data) > s.maxMsg {
+			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(data), s.maxMsg)
+		}
+		if err := grpctool.UnmarshalFrame(data, m); err != nil {
+			return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+		}
+		return nil
+	case <-s.ctx.Done():
+		return status.FromContextError(s.ctx.Err()).Err()
+	}
+}
+
+// finish sends the end of the call: header (unless nothing but an error is to be said), trailer and
+// the handler's error, which becomes a status as grpc.Server makes it one.
+func (s *tunnelServerStream) finish(err error) {
+	var st *status.Status
+	if err != nil {
+		var ok bool
+		if st, ok = status.FromError(err); !ok {
+			st = status.FromContextError(err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st != nil && !s.headerSent && len(s.header) == 0 && len(s.trailer) == 0 {
+		// Trailers only: descriptor -> error.
+		s.headerSent = true
+		_ = s.stream.Send(errorMsg(st.Err()))
+		return
+	}
+	if s.sendHeaderLocked() != nil {
+		return
+	}
+	if s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Trailer{Trailer: &rpc.Trailer{Meta: rpc.MetaToValues(s.trailer)}}}) != nil {
+		return
+	}
+	if st != nil {
+		_ = s.stream.Send(errorMsg(st.Err()))
+	}
+}
+
+// tunnelTransportStream is what grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and
+// grpc.MethodFromServerStream find in the handler's context.
+type tunnelTransportStream tunnelServerStream
+
+func (s *tunnelTransportStream) Method() string { return s.method }
+
+func (s *tunnelTransportStream) SetHeader(md metadata.MD) error {
+	return (*tunnelServerStream)(s).SetHeader(md)
+}
+
+func (s *tunnelTransportStream) SendHeader(md metadata.MD) error {
+	return (*tunnelServerStream)(s).SendHeader(md)
+}
+
+func (s *tunnelTransportStream) SetTrailer(md metadata.MD) error {
+	(*tunnelServerStream)(s).SetTrailer(md)
+	return nil
+}
