@@ -23,6 +23,7 @@ test:
 # its fix.
 FUZZ_TARGETS := \
 	./core/rpc:FuzzStateTable \
+	./core/rpc:FuzzEnvelopeDecode \
 	./core/httptunnel:FuzzExchange \
 	./core/httptunnel:FuzzParsePath \
 	./core/kas:FuzzParseArgs \

@@ -170,19 +170,19 @@ func (p *pipe) finish(err error) {
 	close(p.doneCh)
 }
 
-// move hands src to dst: by pointer between RawFrames, through the raw codec otherwise.
+// move hands src to dst: by pointer between RawFrames, through one encoding otherwise.
 func move(dst, src any) error {
-	if d, ok := dst.(*RawFrame); ok {
-		if s, ok := src.(*RawFrame); ok {
+	if s, ok := src.(*RawFrame); ok {
+		if d, ok := dst.(*RawFrame); ok {
 			d.Data = s.Data
 			return nil
 		}
 	}
-	data, err := RawCodec{}.Marshal(src)
+	data, err := MarshalFrame(src)
 	if err != nil {
 		return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
 	}
-	if err := (RawCodec{}).Unmarshal(data, dst); err != nil {
+	if err := UnmarshalFrame(data, dst); err != nil {
 		return status.Errorf(codes.Internal, "in-process stream: unmarshal into %T: %v", dst, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
+	protobuf "google.golang.org/protobuf/proto"
 )
 
 // RawFrame is one gRPC message as opaque bytes. Proxies send and receive it with RawCodec so that
@@ -26,21 +27,45 @@ func protoCodec() encoding.CodecV2 {
 	return encoding.GetCodecV2(proto.Name)
 }
 
-// Marshal returns a RawFrame's bytes without copying them.
+// BufferMarshaler is a message that can encode itself, or some of its values, without copying its
+// payload: into the bytes proto.Marshal would write. ok false means: use protobuf.
+type BufferMarshaler interface {
+	MarshalBuffers() (bs mem.BufferSlice, ok bool)
+}
+
+// OwnedUnmarshaler is a message that can decode some of its values by keeping slices of the received
+// bytes instead of copying out of them. ok false means: use protobuf.
+type OwnedUnmarshaler interface {
+	UnmarshalOwned(b []byte) (ok bool)
+}
+
+// Marshal returns a RawFrame's bytes, and a BufferMarshaler's payload, without copying them.
 func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if f, ok := v.(*RawFrame); ok {
-		return mem.BufferSlice{mem.SliceBuffer(f.Data)}, nil
+	switch m := v.(type) {
+	case *RawFrame:
+		return mem.BufferSlice{mem.SliceBuffer(m.Data)}, nil
+	case BufferMarshaler:
+		if bs, ok := m.MarshalBuffers(); ok {
+			return bs, nil
+		}
 	}
 	return protoCodec().Marshal(v)
 }
 
-// Unmarshal copies the received bytes into a RawFrame: gRPC frees data once Unmarshal returns.
+// Unmarshal copies the received bytes into a RawFrame: gRPC frees data once Unmarshal returns. An
+// OwnedUnmarshaler gets the one copy to keep slices of.
 func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	if f, ok := v.(*RawFrame); ok {
-		f.Data = data.Materialize()
+	switch m := v.(type) {
+	case *RawFrame:
+		m.Data = data.Materialize()
 		return nil
-	}
-	if v == nil {
+	case OwnedUnmarshaler:
+		b := data.Materialize()
+		if m.UnmarshalOwned(b) {
+			return nil
+		}
+		return unmarshalProto(b, m)
+	case nil:
 		return fmt.Errorf("raw codec: cannot unmarshal into nil")
 	}
 	return protoCodec().Unmarshal(data, v)
@@ -64,12 +89,11 @@ func MarshalFrame(v any) ([]byte, error) {
 	if f, ok := v.(*RawFrame); ok {
 		return f.Data, nil
 	}
-	bs, err := protoCodec().Marshal(v)
-	if err != nil {
-		return nil, err
+	m, ok := v.(protobuf.Message)
+	if !ok {
+		return nil, fmt.Errorf("raw codec: %T is not a protobuf message", v)
 	}
-	defer bs.Free()
-	return bs.Materialize(), nil
+	return protobuf.Marshal(m)
 }
 
 // UnmarshalFrame decodes one gRPC message into v: a RawFrame takes data itself (the caller must not reuse
@@ -79,8 +103,13 @@ func UnmarshalFrame(data []byte, v any) error {
 		f.Data = data
 		return nil
 	}
-	if v == nil {
-		return fmt.Errorf("raw codec: cannot unmarshal into nil")
+	return unmarshalProto(data, v)
+}
+
+func unmarshalProto(b []byte, v any) error {
+	m, ok := v.(protobuf.Message)
+	if !ok {
+		return fmt.Errorf("raw codec: %T is not a protobuf message", v)
 	}
-	return protoCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, v)
+	return protobuf.Unmarshal(b, m)
 }

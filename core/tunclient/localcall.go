@@ -47,6 +47,7 @@ func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.Cance
 		defer cancel()
 	}
 	ss := &tunnelServerStream{
+		cancel: cancelCall,
 		stream: stream,
 		method: method,
 		maxMsg: a.cfg.MaxMessageSize,
@@ -109,6 +110,7 @@ func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.Cance
 // goroutine sends; header and trailer may be set from any goroutine.
 type tunnelServerStream struct {
 	ctx    context.Context
+	cancel context.CancelFunc // cancels ctx
 	stream rpc.ReverseTunnel_ConnectClient
 	method string
 	maxMsg int
@@ -159,7 +161,8 @@ func (s *tunnelServerStream) sendHeaderLocked() error {
 	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: rpc.MetaToValues(s.header)}}}))
 }
 
-// sendErr is what the handler learns of a failed send: as on a grpc.Server, the call's end.
+// sendErr is what the handler learns of a failed send: as on a grpc.Server, the call has ended, and its
+// context is done before the handler hears of it.
 func (s *tunnelServerStream) sendErr(err error) error {
 	if err == nil {
 		return nil
@@ -167,7 +170,8 @@ func (s *tunnelServerStream) sendErr(err error) error {
 	if s.ctx.Err() != nil {
 		return status.FromContextError(s.ctx.Err()).Err()
 	}
-	return status.Error(codes.Unavailable, "tunnel to kas ended: "+status.Convert(err).Message())
+	s.cancel()
+	return status.Error(codes.Canceled, "the call ended: kas closed the tunnel")
 }
 
 func (s *tunnelServerStream) SendMsg(m any) error {

@@ -1,0 +1,117 @@
+package rpc
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+type envelope interface {
+	proto.Message
+	MarshalBuffers() (mem.BufferSlice, bool)
+	UnmarshalOwned([]byte) bool
+}
+
+// envelopes are messages of every envelope type: Message envelopes of many sizes (the fast path) and
+// others (the protobuf path).
+func envelopes() []envelope {
+	var out []envelope
+	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 1 << 20} {
+		data := bytes.Repeat([]byte{0xa5}, n)
+		out = append(out,
+			&ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: data}}},
+			&ConnectResponse{Msg: &ConnectResponse_Message{Message: &Message{Data: data}}},
+			&GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: data}}},
+		)
+	}
+	return append(out,
+		&ConnectRequest{Msg: &ConnectRequest_Message{}},
+		&ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{Meta: MetaToValues(map[string][]string{"k": {"v"}})}}},
+		&ConnectRequest{},
+		&ConnectResponse{Msg: &ConnectResponse_RequestInfo{RequestInfo: &RequestInfo{MethodName: "/s/m", Deadline: timestamppb.Now()}}},
+		&ConnectResponse{Msg: &ConnectResponse_CloseSend{CloseSend: &CloseSend{}}},
+		&GatewayResponse{Msg: &GatewayResponse_TunnelReady_{TunnelReady: &GatewayResponse_TunnelReady{}}},
+	)
+}
+
+func TestEnvelopeFastPathWritesWhatProtobufWrites(t *testing.T) {
+	for _, m := range envelopes() {
+		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, ok := m.MarshalBuffers()
+		isMsg := isMessageEnvelope(m)
+		if ok != isMsg {
+			t.Errorf("%T %v: fast path %v, want %v", m, short(m), ok, isMsg)
+			continue
+		}
+		if ok && !bytes.Equal(bs.Materialize(), want) {
+			t.Errorf("%T %v: fast path wrote % x..., protobuf % x...", m, short(m), head(bs.Materialize()), head(want))
+		}
+		got := m.ProtoReflect().New().Interface().(envelope)
+		if got.UnmarshalOwned(want) != isMsg {
+			t.Errorf("%T %v: fast decode disagrees with the fast encode", m, short(m))
+			continue
+		}
+		if isMsg && !proto.Equal(got, m) {
+			t.Errorf("%T %v: decoded %v", m, short(m), short(got))
+		}
+	}
+}
+
+func isMessageEnvelope(m proto.Message) bool {
+	switch x := m.(type) {
+	case *ConnectRequest:
+		_, ok := x.GetMsg().(*ConnectRequest_Message)
+		return ok
+	case *ConnectResponse:
+		_, ok := x.GetMsg().(*ConnectResponse_Message)
+		return ok
+	case *GatewayResponse:
+		_, ok := x.GetMsg().(*GatewayResponse_Message)
+		return ok
+	}
+	return false
+}
+
+func short(m proto.Message) string {
+	s := m.(interface{ String() string }).String()
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}
+
+func head(b []byte) []byte {
+	return b[:min(len(b), 8)]
+}
+
+// FuzzEnvelopeDecode: whatever bytes arrive, the fast decode either declines or agrees with protobuf.
+func FuzzEnvelopeDecode(f *testing.F) {
+	for _, m := range envelopes() {
+		if b, err := proto.Marshal(m); err == nil && len(b) < 4096 {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte{0x1a, 0x03, 0x0a, 0x01, 0x00, 0x1a, 0x00}) // the field twice: protobuf merges
+	f.Add([]byte{0x1a, 0x02, 0x12, 0x00})                   // an unknown inner field
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, m := range []envelope{&ConnectRequest{}, &ConnectResponse{}, &GatewayResponse{}} {
+			fast := m.ProtoReflect().New().Interface().(envelope)
+			if !fast.UnmarshalOwned(bytes.Clone(b)) {
+				continue
+			}
+			slow := m.ProtoReflect().New().Interface()
+			if err := proto.Unmarshal(b, slow); err != nil {
+				t.Fatalf("%T: fast decode accepted % x, protobuf refuses it: %v", m, b, err)
+			}
+			if !proto.Equal(fast, slow) {
+				t.Fatalf("%T: % x decodes to %v fast, %v by protobuf", m, b, fast, slow)
+			}
+		}
+	})
+}
