@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
@@ -301,6 +302,56 @@ func TestCancelReachesService(t *testing.T) {
 				last := e.Agents[1].Service.Seen()[before]
 				if !errors.Is(last.Err, context.Canceled) {
 					t.Fatalf("service context ended with %v, want canceled", last.Err)
+				}
+			})
+		}
+	})
+}
+
+// TestCancelReachesServiceThatIsNotReading: a handler that leaves the request unread while the caller
+// streams, and waits on its context, still learns that the caller cancelled.
+func TestCancelReachesServiceThatIsNotReading(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		started := make(chan struct{}, 2)
+		ended := make(chan error, 2)
+		stall := &grpc.ServiceDesc{
+			ServiceName: "tunnelbench.test.Stall",
+			HandlerType: (*any)(nil),
+			Streams: []grpc.StreamDesc{{StreamName: "Stall", ClientStreams: true, ServerStreams: true,
+				Handler: func(_ any, ss grpc.ServerStream) error {
+					started <- struct{}{}
+					<-ss.Context().Done()
+					ended <- ss.Context().Err()
+					return ss.Context().Err()
+				}}},
+		}
+		e := testenv.Start(t, v.options(testenv.Options{Register: func(_ int64, a *tunclient.Agent) { a.RegisterService(stall, nil) }}))
+		for name, conn := range map[string]grpc.ClientConnInterface{"public": e.Public, "internal": e.Kas.InternalConn()} {
+			t.Run(name, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(testenv.AgentCtx(testCtx(t), 1))
+				defer cancel()
+				cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/tunnelbench.test.Stall/Stall", grpctool.RawCallCodec())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 100 { // far more messages than a handler that does not read takes
+					if err := cs.SendMsg(&grpctool.RawFrame{Data: make([]byte, 1024)}); err != nil {
+						break
+					}
+				}
+				select {
+				case <-started:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the handler never started")
+				}
+				cancel()
+				select {
+				case err := <-ended:
+					if !errors.Is(err, context.Canceled) {
+						t.Fatalf("handler context ended with %v, want canceled", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the caller's cancel never reached a handler that does not read")
 				}
 			})
 		}

@@ -18,9 +18,9 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 )
 
-// localWindow is how many request messages may wait for the service before the tunnel stops reading
-// and gRPC flow control holds kas back.
-const localWindow = 8
+// localWindow is how many request bytes may wait for the service before the tunnel stops reading and
+// gRPC flow control holds kas back: the stream window a grpc.Server would give the call.
+const localWindow = grpctool.StreamWindow
 
 // serveLocal serves a call of a service registered on the agent with the tunnel itself as the service's
 // server stream: the handler reads request messages that this goroutine takes off the tunnel, and writes
@@ -51,7 +51,7 @@ func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.Cance
 		stream: stream,
 		method: method,
 		maxMsg: a.cfg.MaxMessageSize,
-		recv:   make(chan []byte, localWindow),
+		recv:   newRequestQueue(localWindow),
 	}
 	ctx = metadata.NewIncomingContext(ctx, md)
 	ss.ctx = grpc.NewContextWithServerTransportStream(ctx, (*tunnelTransportStream)(ss))
@@ -71,7 +71,6 @@ func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.Cance
 	// when the caller cancelled, in which case the handler's context is cancelled too.
 	checker := rpc.NewChecker(rpc.KasToAgent)
 	_ = checker.Next(rpc.StateRequestInfo)
-	closed := false
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -84,21 +83,11 @@ func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.Cance
 		}
 		switch x := m.GetMsg().(type) {
 		case *rpc.ConnectResponse_Message:
-			if closed {
-				continue
-			}
-			// After the handler returned nobody reads: drop the rest, but keep reading so that kas is
-			// never blocked.
-			select {
-			case ss.recv <- x.Message.GetData():
-			case <-handlerDone:
-				closed = true
-			}
+			// After the handler returned nobody reads: the queue drops the rest, and reading goes on so
+			// that kas is never blocked.
+			ss.recv.push(x.Message.GetData(), handlerDone)
 		case *rpc.ConnectResponse_CloseSend:
-			if !closed {
-				closed = true
-				close(ss.recv)
-			}
+			ss.recv.close()
 		}
 	}
 	cancelCall()
@@ -114,7 +103,7 @@ type tunnelServerStream struct {
 	stream rpc.ReverseTunnel_ConnectClient
 	method string
 	maxMsg int
-	recv   chan []byte
+	recv   *requestQueue
 
 	mu         sync.Mutex
 	header     metadata.MD
@@ -195,21 +184,17 @@ func (s *tunnelServerStream) SendMsg(m any) error {
 }
 
 func (s *tunnelServerStream) RecvMsg(m any) error {
-	select {
-	case data, ok := <-s.recv:
-		if !ok {
-			return io.EOF
-		}
-		if len(data) > s.maxMsg {
-			return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(data), s.maxMsg)
-		}
-		if err := grpctool.UnmarshalFrame(data, m); err != nil {
-			return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
-		}
-		return nil
-	case <-s.ctx.Done():
-		return status.FromContextError(s.ctx.Err()).Err()
+	data, err := s.recv.pop(s.ctx)
+	if err != nil {
+		return err
 	}
+	if len(data) > s.maxMsg {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(data), s.maxMsg)
+	}
+	if err := grpctool.UnmarshalFrame(data, m); err != nil {
+		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+	}
+	return nil
 }
 
 // finish sends the end of the call: header (unless nothing but an error is to be said), trailer and
@@ -258,4 +243,91 @@ func (s *tunnelTransportStream) SendHeader(md metadata.MD) error {
 func (s *tunnelTransportStream) SetTrailer(md metadata.MD) error {
 	(*tunnelServerStream)(s).SetTrailer(md)
 	return nil
+}
+
+// requestQueue holds request messages between the tunnel and the handler, up to a number of bytes. Up
+// to that bound the tunnel keeps reading while the handler is busy, so that the end of the call (the
+// caller cancelled) reaches the handler's context even when it is not reading, as it would on a
+// grpc.Server; beyond it the tunnel stops reading and flow control holds kas back.
+type requestQueue struct {
+	limit int
+
+	mu     sync.Mutex
+	items  [][]byte
+	bytes  int
+	closed bool          // close_send arrived: after the items, io.EOF
+	ready  chan struct{} // one token: items were added or the queue closed
+	space  chan struct{} // one token: bytes went down
+}
+
+// queueCost is what a message counts against the bound: empty messages are not free.
+func queueCost(data []byte) int {
+	return len(data) + 64
+}
+
+func newRequestQueue(limit int) *requestQueue {
+	return &requestQueue{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// push adds data, waiting while the queue is full; once done is closed (the handler returned) it drops
+// data instead.
+func (q *requestQueue) push(data []byte, done <-chan struct{}) {
+	for {
+		q.mu.Lock()
+		// One message always fits, however large: the bound is on what waits behind it.
+		if q.bytes == 0 || q.bytes+queueCost(data) <= q.limit {
+			q.items = append(q.items, data)
+			q.bytes += queueCost(data)
+			q.mu.Unlock()
+			signal(q.ready)
+			return
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.space:
+		case <-done:
+			return
+		}
+	}
+}
+
+// close marks the end of the request.
+func (q *requestQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	signal(q.ready)
+}
+
+// pop takes the next message: io.EOF after the last one, a status when ctx ends first.
+func (q *requestQueue) pop(ctx context.Context) ([]byte, error) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			data := q.items[0]
+			q.items[0] = nil
+			q.items = q.items[1:]
+			q.bytes -= queueCost(data)
+			q.mu.Unlock()
+			signal(q.space)
+			return data, nil
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, io.EOF
+		}
+		select {
+		case <-q.ready:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+	}
 }
