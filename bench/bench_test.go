@@ -25,7 +25,11 @@ import (
 // spot: the cost is the extra stream.
 
 func benchUnary(b *testing.B, path Path, size int) {
-	topo, err := StartTopology(context.Background(), TopologyConfig{})
+	cfg := TopologyConfig{}
+	if path == PathTunnel2Hop {
+		cfg.Kas = 2
+	}
+	topo, err := StartTopology(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,6 +59,9 @@ func BenchmarkUnaryTunnel(b *testing.B) { benchUnary(b, PathTunnel, 64) }
 
 // BenchmarkUnaryTunnelPublic is the same call through kas's public API over loopback TCP.
 func BenchmarkUnaryTunnelPublic(b *testing.B) { benchUnary(b, PathTunnelPublic, 64) }
+
+// BenchmarkUnaryTunnel2Hop is the same call entering at a kas that holds no tunnel of the agent.
+func BenchmarkUnaryTunnel2Hop(b *testing.B) { benchUnary(b, PathTunnel2Hop, 64) }
 
 // BenchmarkUnaryDirect1MiB is BenchmarkUnaryDirect with 1 MiB each way.
 func BenchmarkUnaryDirect1MiB(b *testing.B) { benchUnary(b, PathDirect, 1<<20) }

@@ -2,6 +2,7 @@ package tunserver
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,7 +34,16 @@ type PrivateAuth struct {
 	mu      sync.Mutex
 	token   string
 	expires time.Time
+
+	// verified remembers tokens that passed check, by SHA-256, until they expire: a routing kas reuses
+	// its token for seconds, and parsing and verifying it again on every call costs more than the rest
+	// of the gateway's work on it.
+	verifiedMu sync.Mutex
+	verified   map[[sha256.Size]byte]time.Time
 }
+
+// maxVerified bounds the remembered tokens: a few per routing kas.
+const maxVerified = 1024
 
 // NewPrivateAuth returns the signer and checker for secret, which every kas of a deployment shares.
 func NewPrivateAuth(secret []byte) (*PrivateAuth, error) {
@@ -68,7 +78,16 @@ func (a *PrivateAuth) sign() (string, error) {
 
 // check verifies a token: signature, issuer, audience and validity, with leeway for clock skew.
 func (a *PrivateAuth) check(token string) error {
-	_, err := jwt.Parse(token, func(*jwt.Token) (any, error) { return a.secret, nil },
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	a.verifiedMu.Lock()
+	exp, ok := a.verified[key]
+	a.verifiedMu.Unlock()
+	if ok && now.Before(exp.Add(PrivateTokenLeeway)) {
+		return nil
+	}
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return a.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithIssuer(PrivateTokenIssuer),
 		jwt.WithAudience(PrivateTokenAudience),
@@ -76,7 +95,26 @@ func (a *PrivateAuth) check(token string) error {
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(PrivateTokenLeeway),
 	)
-	return err
+	if err != nil {
+		return err
+	}
+	a.remember(key, claims.ExpiresAt.Time, now)
+	return nil
+}
+
+func (a *PrivateAuth) remember(key [sha256.Size]byte, exp, now time.Time) {
+	a.verifiedMu.Lock()
+	defer a.verifiedMu.Unlock()
+	if a.verified == nil || len(a.verified) >= maxVerified {
+		fresh := make(map[[sha256.Size]byte]time.Time)
+		for k, e := range a.verified {
+			if now.Before(e.Add(PrivateTokenLeeway)) && len(fresh) < maxVerified/2 {
+				fresh[k] = e
+			}
+		}
+		a.verified = fresh
+	}
+	a.verified[key] = exp
 }
 
 // Credentials attaches a fresh token to every call to another kas.
