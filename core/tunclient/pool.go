@@ -41,9 +41,11 @@ type pool struct {
 	hardCancel context.CancelFunc
 	stopCh     chan struct{}
 
-	mu       sync.Mutex
-	counts   [numConnStates]int
-	total    int
+	mu     sync.Mutex
+	counts [numConnStates]int
+	total  int
+	// spawned: goroutines started by spawnLocked whose first tunnel is not idle yet.
+	spawned  int
 	stopping bool
 	idle     map[*conn]struct{}
 	// reconnectAt is when tunnels ended by a kas shutdown reconnect (see shutdownWait).
@@ -54,7 +56,9 @@ type pool struct {
 
 // conn is one pool goroutine and its current tunnel. Its fields are guarded by pool.mu.
 type conn struct {
-	state     connState
+	state connState
+	// fresh: the goroutine's first tunnel has not been idle yet; it counts in pool.spawned.
+	fresh     bool
 	stream    rpc.ReverseTunnel_ConnectClient
 	timer     *time.Timer
 	busy      bool
@@ -85,6 +89,7 @@ func (p *pool) spawnLocked(n int) {
 	for i := 0; i < n && p.total < p.cfg.MaxConnections; i++ {
 		p.total++
 		p.counts[connConnecting]++
+		p.spawned++
 		p.wg.Add(1)
 		go p.run()
 	}
@@ -103,14 +108,16 @@ func (p *pool) moveLocked(c *conn, to connState) {
 	c.state = to
 }
 
-// scaleUpLocked opens tunnels when fewer than MinIdle are idle or on their way: as many as are missing,
+// scaleUpLocked opens tunnels when fewer than MinIdle are idle or newly opening: as many as are missing,
 // or a quarter of the busy ones when calls pile up, at most ScaleUpStep at once. An agent with an
 // occasional call keeps MinIdle+1 tunnels; one under a burst grows by a quarter per round trip.
+// Tunnels reconnecting after their call do not count as on their way: under steady load all of them
+// are, briefly, and counting them would stop the pool from growing while calls wait at kas for a tunnel.
 func (p *pool) scaleUpLocked() {
 	if p.stopping {
 		return
 	}
-	missing := p.cfg.MinIdle - (p.counts[connIdle] + p.counts[connConnecting])
+	missing := p.cfg.MinIdle - (p.counts[connIdle] + p.spawned)
 	if missing > 0 {
 		p.spawnLocked(min(p.cfg.ScaleUpStep, max(missing, p.counts[connBusy]/4)))
 	}
@@ -134,6 +141,9 @@ func (p *pool) exit(c *conn) {
 	defer p.mu.Unlock()
 	p.counts[c.state]--
 	p.total--
+	if c.fresh {
+		p.spawned--
+	}
 	// A tunnel that broke may have left fewer idle tunnels than the minimum.
 	p.scaleUpLocked()
 }
@@ -151,7 +161,7 @@ const (
 func (p *pool) run() {
 	defer p.wg.Done()
 	b := newBackoffState(p.cfg.Backoff)
-	c := &conn{state: connConnecting}
+	c := &conn{state: connConnecting, fresh: true}
 	for {
 		end := p.serveTunnel(c)
 		var wait time.Duration
@@ -266,6 +276,10 @@ func (p *pool) becomeIdle(c *conn, stream rpc.ReverseTunnel_ConnectClient) {
 	defer p.mu.Unlock()
 	c.stream = stream
 	c.withdrawn, c.exit, c.busy = false, false, false
+	if c.fresh {
+		c.fresh = false
+		p.spawned--
+	}
 	p.moveLocked(c, connIdle)
 	p.idle[c] = struct{}{}
 	if p.stopping {
