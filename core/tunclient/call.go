@@ -3,10 +3,11 @@ package tunclient
 import (
 	"context"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"io"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -21,34 +22,19 @@ import (
 // agent (serveLocal), otherwise by replaying it against an exposed upstream (or the bufconn server) and
 // streaming the answer back. It returns when the call is over and kas ended the stream.
 func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, info *rpc.RequestInfo) {
-	log := a.cfg.Log.With("method", info.GetMethodName())
 	service, _, err := grpctool.SplitMethod(info.GetMethodName())
 	if err != nil {
 		a.failCall(stream, cancelStream, status.Error(codes.InvalidArgument, err.Error()))
 		return
 	}
+	ctx, cancelCall, md, end := a.callContext(streamCtx, info)
+	defer end()
 	target := a.target(service)
 	if target == nil {
-		a.serveLocal(streamCtx, cancelStream, stream, info)
+		a.serveLocal(ctx, cancelCall, md, cancelStream, stream, info.GetMethodName())
 		return
 	}
-	// The service continues the caller's trace, under this agent's span when it traces.
-	spanCtx, span := a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", info.GetMethodName())))
-	defer span.End()
-	md := rpc.ValuesToMeta(info.GetMeta())
-	if md == nil {
-		md = metadata.MD{}
-	}
-	tracing.Propagator.Inject(spanCtx, tracing.MDCarrier(md))
-	callCtx, cancelCall := context.WithCancel(spanCtx)
-	defer cancelCall()
-	if dl := info.GetDeadline(); dl != nil {
-		var cancel context.CancelFunc
-		callCtx, cancel = context.WithDeadline(callCtx, dl.AsTime())
-		defer cancel()
-	}
-	callCtx = metadata.NewOutgoingContext(callCtx, md)
+	callCtx := metadata.NewOutgoingContext(ctx, md)
 	cs, err := target.NewStream(callCtx, grpctool.BidiStreamDesc, info.GetMethodName(), grpctool.RawCallCodec())
 	if err != nil {
 		a.failCall(stream, cancelStream, err)
@@ -70,7 +56,7 @@ func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.Cancel
 				return
 			}
 			if err := checker.Next(rpc.KasState(m)); err != nil {
-				log.Warn("kas broke the tunnel protocol", "err", err)
+				a.cfg.Log.Warn("kas broke the tunnel protocol", "method", info.GetMethodName(), "err", err)
 				return
 			}
 			switch x := m.GetMsg().(type) {
@@ -94,6 +80,29 @@ func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.Cancel
 	timer := time.AfterFunc(drainTimeout, cancelStream)
 	defer timer.Stop()
 	<-kasDone
+}
+
+// callContext is the context a call runs in: the caller's trace continued under this agent's span
+// (when the agent traces), the caller's deadline, and cancel. md is the request metadata with that trace
+// context in it, for services that read it from there. end cancels the context and ends the span.
+func (a *Agent) callContext(streamCtx context.Context, info *rpc.RequestInfo) (ctx context.Context, cancel context.CancelFunc, md metadata.MD, end func()) {
+	spanCtx, span := a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", info.GetMethodName())))
+	md = rpc.ValuesToMeta(info.GetMeta())
+	if md == nil {
+		md = metadata.MD{}
+	}
+	tracing.Propagator.Inject(spanCtx, tracing.MDCarrier(md))
+	ctx, cancel = context.WithCancel(spanCtx)
+	cancelDeadline := context.CancelFunc(func() {})
+	if dl := info.GetDeadline(); dl != nil {
+		ctx, cancelDeadline = context.WithDeadline(ctx, dl.AsTime())
+	}
+	return ctx, cancel, md, func() {
+		cancelDeadline()
+		cancel()
+		span.End()
+	}
 }
 
 // clientStream is the part of grpc.ClientStream that answer reads.

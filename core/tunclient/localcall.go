@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -15,7 +13,6 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tracing"
 )
 
 // localWindow is how many request bytes may wait for the service before the tunnel stops reading and
@@ -27,25 +24,7 @@ const localWindow = grpctool.StreamWindow
 // header, messages, trailer and status straight onto it. Compared with replaying the call on a
 // grpc.Server behind bufconn, no HTTP/2 framing, copy or goroutine hand-off sits between tunnel and
 // service. It returns when the handler returned and kas ended the stream.
-func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, info *rpc.RequestInfo) {
-	method := info.GetMethodName()
-	log := a.cfg.Log.With("method", method)
-	ctx, span := a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", method)))
-	defer span.End()
-	md := rpc.ValuesToMeta(info.GetMeta())
-	if md == nil {
-		md = metadata.MD{}
-	}
-	// Services that read the trace context from metadata find this agent's span there too.
-	tracing.Propagator.Inject(ctx, tracing.MDCarrier(md))
-	ctx, cancelCall := context.WithCancel(ctx)
-	defer cancelCall()
-	if dl := info.GetDeadline(); dl != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, dl.AsTime())
-		defer cancel()
-	}
+func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, md metadata.MD, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, method string) {
 	ss := &tunnelServerStream{
 		cancel: cancelCall,
 		stream: stream,
@@ -77,7 +56,7 @@ func (a *Agent) serveLocal(streamCtx context.Context, cancelStream context.Cance
 			break
 		}
 		if err := checker.Next(rpc.KasState(m)); err != nil {
-			log.Warn("kas broke the tunnel protocol", "err", err)
+			a.cfg.Log.Warn("kas broke the tunnel protocol", "method", method, "err", err)
 			cancelStream()
 			break
 		}
