@@ -18,11 +18,15 @@ import (
 // Ratios between them are what counts; the harness (tunnelbench bench) measures the same paths with
 // real load. What a profile showed (2 cores, 2026-11), after the agent started serving its services
 // straight from the tunnel and Message envelopes stopped copying payloads: BenchmarkUnaryTunnel about
-// 240 µs and 375 allocations per call against about 140 µs and 155 for BenchmarkUnaryDirect. Of the
-// tunnel's CPU, about 17% is write and read system calls, 12% allocation and GC, 5% goroutine stack
-// growth (each call has its own tunnel stream, request pump and handler goroutines), 5% protobuf
-// envelopes; the rest is gRPC's stream machinery for the tunnel stream each call opens. No single hot
-// spot: the cost is the extra stream.
+// 240 µs and 375 allocations per call against about 140 µs and 155 for BenchmarkUnaryDirect (it was
+// 358 µs and 535 allocations with a grpc.Server behind bufconn in the agent). Of the tunnel's CPU, about
+// 15% is write and read system calls, 15% allocation and 4% GC, 6% goroutine stack growth (each call
+// has its own tunnel stream, request pump and handler goroutines), 5% protobuf envelopes; the rest is
+// gRPC's stream machinery for the tunnel stream each call opens and closes (HTTP/2 headers both ways,
+// a handler goroutine on kas, the agent's reconnect). No single hot spot is left: the cost is the
+// per-call stream that the protocol asks for (a tunnel carries one call). With 1 MiB messages the
+// tunnel's extra cost is one more copy of the payload on each receiving side (gRPC frees its buffers
+// when a message is decoded) and the garbage of those copies.
 
 func benchUnary(b *testing.B, path Path, size int) {
 	cfg := TopologyConfig{}
