@@ -144,7 +144,9 @@ func (ex *exchange) run(path string) {
 func (ex *exchange) upload(ctx context.Context, stream HTTPTunnel_ExchangeClient, contentLength int64) {
 	defer close(ex.uploadDone)
 	if contentLength != 0 {
-		buf := make([]byte, ex.h.opts.chunkSize)
+		bp := ex.h.opts.buffer()
+		defer ex.h.opts.putBuffer(bp)
+		buf := *bp
 		for {
 			n, err := ex.readBody(ctx, buf)
 			if n > 0 {

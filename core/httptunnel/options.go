@@ -3,6 +3,7 @@ package httptunnel
 import (
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -41,6 +42,18 @@ type options struct {
 	via       string
 	client    *http.Client
 	log       *slog.Logger
+	// buffers holds read buffers of chunkSize: one per exchange and direction would otherwise be
+	// allocated, and zeroed, for every request.
+	buffers *sync.Pool
+}
+
+// buffer returns a read buffer of chunkSize; give it back with putBuffer.
+func (o *options) buffer() *[]byte {
+	return o.buffers.Get().(*[]byte)
+}
+
+func (o *options) putBuffer(b *[]byte) {
+	o.buffers.Put(b)
 }
 
 // Option configures NewHandler (kas side) or NewUpstream and Register (agent side).
@@ -85,5 +98,10 @@ func newOptions(opts []Option) options {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	size := o.chunkSize
+	o.buffers = &sync.Pool{New: func() any {
+		b := make([]byte, size)
+		return &b
+	}}
 	return o
 }

@@ -179,7 +179,9 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 	if err != nil {
 		return failure(err)
 	}
-	buf := make([]byte, u.opts.chunkSize)
+	bp := u.opts.buffer()
+	defer u.opts.putBuffer(bp)
+	buf := *bp
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
