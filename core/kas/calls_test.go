@@ -14,6 +14,7 @@ import (
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -354,6 +355,36 @@ func TestCancelReachesServiceThatIsNotReading(t *testing.T) {
 					t.Fatal("the caller's cancel never reached a handler that does not read")
 				}
 			})
+		}
+	})
+}
+
+// TestServiceSeesAPeer: services that log or check peer.FromContext find a peer, as on a grpc.Server.
+func TestServiceSeesAPeer(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		who := &grpc.ServiceDesc{
+			ServiceName: "tunnelbench.test.Peer",
+			HandlerType: (*any)(nil),
+			Streams: []grpc.StreamDesc{{StreamName: "Who", ClientStreams: true, ServerStreams: true,
+				Handler: func(_ any, ss grpc.ServerStream) error {
+					p, ok := peer.FromContext(ss.Context())
+					if !ok || p.Addr == nil {
+						return status.Error(codes.FailedPrecondition, "no peer in the handler's context")
+					}
+					return ss.SendHeader(metadata.Pairs("peer-network", p.Addr.Network()))
+				}}},
+		}
+		e := testenv.Start(t, v.options(testenv.Options{Register: func(_ int64, a *tunclient.Agent) { a.RegisterService(who, nil) }}))
+		cs, err := e.Public.NewStream(testenv.AgentCtx(testCtx(t), 1), &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, "/tunnelbench.test.Peer/Who", grpctool.RawCallCodec())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = cs.CloseSend()
+		if err := cs.RecvMsg(&grpctool.RawFrame{}); err != io.EOF {
+			t.Fatalf("call: %v", err)
+		}
+		if hdr, _ := cs.Header(); len(hdr.Get("peer-network")) != 1 {
+			t.Fatalf("header %v: want the peer's network", hdr)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -33,6 +34,7 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 		recv:   newRequestQueue(localWindow),
 	}
 	ctx = metadata.NewIncomingContext(ctx, md)
+	ctx = peer.NewContext(ctx, tunnelPeer)
 	ss.ctx = grpc.NewContextWithServerTransportStream(ctx, (*tunnelTransportStream)(ss))
 
 	handlerDone := make(chan struct{})
@@ -73,6 +75,15 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 	<-handlerDone
 	drainTimer.Stop()
 }
+
+// tunnelPeer is what peer.FromContext tells a service about its caller: the call came through a tunnel
+// from kas (the caller's own address stays with kas).
+var tunnelPeer = &peer.Peer{Addr: tunnelAddr{}, LocalAddr: tunnelAddr{}}
+
+type tunnelAddr struct{}
+
+func (tunnelAddr) Network() string { return "tunnel" }
+func (tunnelAddr) String() string  { return "kas" }
 
 // tunnelServerStream is the grpc.ServerStream of a call served from the tunnel. Only the handler's
 // goroutine sends; header and trailer may be set from any goroutine.
