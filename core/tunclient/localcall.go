@@ -39,12 +39,13 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 
 	handlerDone := make(chan struct{})
 	var drainTimer *time.Timer
+	drain := drainTimeout
 	go func() {
 		ss.finish(a.mux.Handle(nil, ss))
 		_ = stream.CloseSend()
 		// kas ends the stream as soon as it has the answer; if it does not, stop waiting after
 		// drainTimeout.
-		drainTimer = time.AfterFunc(drainTimeout, cancelStream)
+		drainTimer = time.AfterFunc(drain, cancelStream)
 		close(handlerDone)
 	}()
 
@@ -72,8 +73,15 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 		}
 	}
 	cancelCall()
-	<-handlerDone
-	drainTimer.Stop()
+	// A handler that ignores its context's end would hold this tunnel's goroutine, and Stop, forever.
+	abandon := time.NewTimer(drain)
+	defer abandon.Stop()
+	select {
+	case <-handlerDone:
+		drainTimer.Stop()
+	case <-abandon.C:
+		a.cfg.Log.Warn("a service went on after its call ended; the tunnel stopped waiting for it", "method", method)
+	}
 }
 
 // tunnelPeer is what peer.FromContext tells a service about its caller: the call came through a tunnel

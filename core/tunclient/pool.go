@@ -15,7 +15,7 @@ import (
 )
 
 // drainTimeout bounds how long a tunnel that has finished its part waits for kas to end the stream.
-const drainTimeout = 10 * time.Second
+var drainTimeout = 10 * time.Second // a variable for tests
 
 // connState is where one pool goroutine is.
 type connState int
