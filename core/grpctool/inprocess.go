@@ -43,7 +43,8 @@ func (c *InProcessConn) Invoke(ctx context.Context, method string, args, reply a
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	p, cancel := c.newPipe(ctx, method, opts)
+	// One request and its end, one response and one more to detect a second: 2 slots each way.
+	p, cancel := c.newPipe(ctx, method, opts, 2)
 	p.inline = true
 	p.c2s <- args
 	close(p.c2s)
@@ -74,7 +75,7 @@ func (c *InProcessConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, metho
 	if err := ctx.Err(); err != nil {
 		return nil, status.FromContextError(err).Err()
 	}
-	p, cancel := c.newPipe(ctx, method, opts)
+	p, cancel := c.newPipe(ctx, method, opts, inProcessWindow)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -87,15 +88,15 @@ func (c *InProcessConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, metho
 
 // newPipe sets up one call: the handler's context carries the caller's metadata as incoming metadata,
 // the caller's deadline and cancellation, and the method name.
-func (c *InProcessConn) newPipe(ctx context.Context, method string, opts []grpc.CallOption) (*pipe, context.CancelFunc) {
-	md, _ := metadata.FromOutgoingContext(ctx)
+func (c *InProcessConn) newPipe(ctx context.Context, method string, opts []grpc.CallOption, window int) (*pipe, context.CancelFunc) {
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy: the handler's own
 	sctx, cancel := context.WithCancel(ctx)
 	sctx = metadata.NewOutgoingContext(sctx, nil)
-	sctx = metadata.NewIncomingContext(sctx, md.Copy())
+	sctx = metadata.NewIncomingContext(sctx, md)
 	p := &pipe{
 		method:   method,
-		c2s:      make(chan any, inProcessWindow),
-		s2c:      make(chan any, inProcessWindow),
+		c2s:      make(chan any, window),
+		s2c:      make(chan any, window),
 		headerCh: make(chan struct{}),
 		doneCh:   make(chan struct{}),
 		cctx:     ctx,

@@ -42,7 +42,7 @@ func dialKas(target, token string, config *tls.Config, opts []grpc.DialOption) (
 	}
 	all := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(TokenCredentials{Token: token, AllowInsecure: config == nil}),
+		grpc.WithPerRPCCredentials(newBearerCreds(token, config == nil)),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                DefaultKeepaliveTime,
 			Timeout:             10 * time.Second,

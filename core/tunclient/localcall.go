@@ -73,6 +73,12 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 		}
 	}
 	cancelCall()
+	select {
+	case <-handlerDone: // the common case: the handler answered before kas ended the stream
+		drainTimer.Stop()
+		return
+	default:
+	}
 	// A handler that ignores its context's end would hold this tunnel's goroutine, and Stop, forever.
 	abandon := time.NewTimer(drain)
 	defer abandon.Stop()
@@ -82,6 +88,27 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 	case <-abandon.C:
 		a.cfg.Log.Warn("a service went on after its call ended; the tunnel stopped waiting for it", "method", method)
 	}
+}
+
+// Most calls answer with an empty header and trailer: those messages are built once. Protobuf messages
+// are safe to marshal from several goroutines at once.
+var (
+	emptyHeaderMsg  = &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{}}}
+	emptyTrailerMsg = &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Trailer{Trailer: &rpc.Trailer{}}}
+)
+
+func headerMsg(md metadata.MD) *rpc.ConnectRequest {
+	if len(md) == 0 {
+		return emptyHeaderMsg
+	}
+	return &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: rpc.MetaToValues(md)}}}
+}
+
+func trailerMsg(md metadata.MD) *rpc.ConnectRequest {
+	if len(md) == 0 {
+		return emptyTrailerMsg
+	}
+	return &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Trailer{Trailer: &rpc.Trailer{Meta: rpc.MetaToValues(md)}}}
 }
 
 // tunnelPeer is what peer.FromContext tells a service about its caller: the call came through a tunnel
@@ -145,7 +172,7 @@ func (s *tunnelServerStream) sendHeaderLocked() error {
 		return nil
 	}
 	s.headerSent = true
-	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: rpc.MetaToValues(s.header)}}}))
+	return s.sendErr(s.stream.Send(headerMsg(s.header)))
 }
 
 // sendErr is what the handler learns of a failed send: as on a grpc.Server, the call has ended, and its
@@ -216,7 +243,7 @@ func (s *tunnelServerStream) finish(err error) {
 	if s.sendHeaderLocked() != nil {
 		return
 	}
-	if s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Trailer{Trailer: &rpc.Trailer{Meta: rpc.MetaToValues(s.trailer)}}}) != nil {
+	if s.stream.Send(trailerMsg(s.trailer)) != nil {
 		return
 	}
 	if st != nil {

@@ -51,6 +51,9 @@ type pool struct {
 	// reconnectAt is when tunnels ended by a kas shutdown reconnect (see shutdownWait).
 	reconnectAt time.Time
 
+	// callOpts are the options of every tunnel stream, built once.
+	callOpts []grpc.CallOption
+
 	wg sync.WaitGroup
 }
 
@@ -69,7 +72,9 @@ type conn struct {
 
 func newPool(a *Agent) *pool {
 	ctx, cancel := context.WithCancel(context.Background())
+	max := a.cfg.MaxMessageSize + tunnelOverhead
 	return &pool{
+		callOpts:   []grpc.CallOption{grpc.MaxCallRecvMsgSize(max), grpc.MaxCallSendMsgSize(max), grpctool.RawCallCodec()},
 		a:          a,
 		cfg:        &a.cfg,
 		hardCtx:    ctx,
@@ -208,9 +213,7 @@ func (p *pool) pause(d time.Duration) bool {
 func (p *pool) serveTunnel(c *conn) tunnelEnd {
 	streamCtx, cancel := context.WithCancel(p.hardCtx)
 	defer cancel()
-	max := p.cfg.MaxMessageSize + tunnelOverhead
-	stream, err := rpc.NewReverseTunnelClient(p.cfg.KasConn).Connect(streamCtx,
-		grpc.MaxCallRecvMsgSize(max), grpc.MaxCallSendMsgSize(max), grpctool.RawCallCodec())
+	stream, err := rpc.NewReverseTunnelClient(p.cfg.KasConn).Connect(streamCtx, p.callOpts...)
 	if err != nil {
 		return p.failed(err)
 	}

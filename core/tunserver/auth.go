@@ -55,8 +55,7 @@ func (s *StaticTokens) AuthenticateAgent(_ context.Context, token string) (int64
 
 // BearerToken reads "authorization: Bearer <token>" from incoming metadata.
 func BearerToken(ctx context.Context) (string, error) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	vals := md.Get("authorization")
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	if len(vals) == 0 {
 		return "", status.Error(codes.Unauthenticated, "missing authorization metadata: send \"authorization: Bearer <token>\"")
 	}

@@ -25,6 +25,9 @@ type pumpTarget interface {
 	send(f frame) error
 }
 
+// closeSendMsg is built once: protobuf messages are safe to marshal from several goroutines at once.
+var closeSendMsg = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}}
+
 // tunnelTarget sends the request into a tunnel: request_info first, then messages and close_send.
 type tunnelTarget struct {
 	t    *Tunnel
@@ -35,7 +38,7 @@ func (tt *tunnelTarget) begin() error { return tt.t.send(tt.info) }
 
 func (tt *tunnelTarget) send(f frame) error {
 	if f.end {
-		return tt.t.send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}})
+		return tt.t.send(closeSendMsg)
 	}
 	return tt.t.send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.data}}})
 }

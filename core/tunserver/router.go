@@ -151,9 +151,12 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 	}
 	for retry := false; ; retry = true {
 		fctx, fspan := r.cfg.Tracer.Start(ctx, "kas.find_gateway")
-		// The gateway continues the trace under this find.
-		req.Metadata = c.md.Copy()
-		tracing.Propagator.Inject(fctx, tracing.MDCarrier(req.Metadata))
+		// The gateway continues the trace under this find (a copy: c.md stays the caller's).
+		req.Metadata = c.md
+		if trace.SpanContextFromContext(fctx).IsValid() {
+			req.Metadata = c.md.Copy()
+			tracing.Propagator.Inject(fctx, tracing.MDCarrier(req.Metadata))
+		}
 		gw, err := r.cfg.Finder.FindGateway(fctx, req)
 		if gw.URL != "" {
 			fspan.SetAttributes(attribute.String("tunnel.gateway", gw.URL))
