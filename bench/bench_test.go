@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime"
 	"testing"
 
 	"google.golang.org/grpc/metadata"
@@ -72,6 +73,39 @@ func BenchmarkUnaryDirect1MiB(b *testing.B) { benchUnary(b, PathDirect, 1<<20) }
 
 // BenchmarkUnaryTunnel1MiB is BenchmarkUnaryTunnel with 1 MiB each way.
 func BenchmarkUnaryTunnel1MiB(b *testing.B) { benchUnary(b, PathTunnel, 1<<20) }
+
+// benchUnaryC64 makes the 64 B call from 64 goroutines at once, like the bench's concurrency-64 case.
+func benchUnaryC64(b *testing.B, path Path) {
+	topo, err := StartTopology(context.Background(), TopologyConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer topo.Close(context.Background())
+	conn, err := topo.PathConn(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+	b.ReportAllocs()
+	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		call := newCall(ShapeUnary, 64, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
+		for pb.Next() {
+			if _, err := call(context.Background()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkUnaryDirectC64 is BenchmarkUnaryDirect from 64 goroutines: the time per op is the inverse
+// of the throughput.
+func BenchmarkUnaryDirectC64(b *testing.B) { benchUnaryC64(b, PathDirect) }
+
+// BenchmarkUnaryTunnelC64 is BenchmarkUnaryTunnel from 64 goroutines.
+func BenchmarkUnaryTunnelC64(b *testing.B) { benchUnaryC64(b, PathTunnel) }
 
 func benchHTTPGet(b *testing.B, tunnel bool) {
 	topo, err := StartTopology(context.Background(), TopologyConfig{})
