@@ -19,7 +19,7 @@ import (
 // Ratios between them are what counts; the harness (tunnelbench bench) measures the same paths with
 // real load. What a profile showed (2 cores, 2026-11), after the agent started serving its services
 // straight from the tunnel and Message envelopes stopped copying payloads: BenchmarkUnaryTunnel about
-// 240 µs and 375 allocations per call against about 140 µs and 155 for BenchmarkUnaryDirect (it was
+// 230 µs and 345 allocations per call against about 140 µs and 155 for BenchmarkUnaryDirect (it was
 // 358 µs and 535 allocations with a grpc.Server behind bufconn in the agent). Of the tunnel's CPU, about
 // 15% is write and read system calls, 15% allocation and 4% GC, 6% goroutine stack growth (each call
 // has its own tunnel stream, request pump and handler goroutines), 5% protobuf envelopes; the rest is
