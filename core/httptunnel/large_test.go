@@ -106,10 +106,8 @@ func heapPeak(t *testing.T) (stop func() uint64) {
 	}
 }
 
+// TestLargeBodiesFlatMemory streams hundreds of MiB each way; it runs in every mode, -short included.
 func TestLargeBodiesFlatMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("streams hundreds of MiB each way")
-	}
 	const size = largeBody
 	f := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
