@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/tunnelbench/tunnelbench/internal/golden"
 )
 
 // compareFixtures compares testdata/summary.json with testdata/summary_new.json, where the direct
@@ -111,9 +113,9 @@ func TestWriteComparisonGolden(t *testing.T) {
 	if err := WriteComparison(&md, c); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "compare.golden.md", md.Bytes())
+	golden.Compare(t, "compare.golden.md", md.Bytes())
 	if err := WriteComparisonTable(&txt, c); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "compare.golden.txt", txt.Bytes())
+	golden.Compare(t, "compare.golden.txt", txt.Bytes())
 }

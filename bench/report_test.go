@@ -3,35 +3,12 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/tunnelbench/tunnelbench/internal/golden"
 )
-
-// update rewrites the golden files of this package's writers instead of comparing with them:
-//
-//	go test ./bench -run 'Golden' -update
-var update = flag.Bool("update", false, "rewrite golden files in testdata")
-
-// golden compares got with testdata/name, or rewrites the file with -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test ./bench -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run go test ./bench -update and review the diff):\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 // testSummary reads testdata/summary.json: two groups (one with errors), three scale steps.
 func testSummary(t *testing.T) *Summary {
@@ -48,7 +25,7 @@ func TestWriteMarkdownGolden(t *testing.T) {
 	if err := WriteMarkdown(&b, testSummary(t)); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.golden.md", b.Bytes())
+	golden.Compare(t, "report.golden.md", b.Bytes())
 }
 
 func TestWriteTableGolden(t *testing.T) {
@@ -56,7 +33,7 @@ func TestWriteTableGolden(t *testing.T) {
 	if err := WriteTable(&b, testSummary(t)); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "table.golden.txt", b.Bytes())
+	golden.Compare(t, "table.golden.txt", b.Bytes())
 }
 
 // TestSummaryJSONContract: the fixture re-encodes byte for byte, so a renamed or retyped field of the

@@ -24,6 +24,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
 // findTimeout is short, so that a call for an unknown agent times out quickly and counts a routing
@@ -120,22 +121,9 @@ func (e *env) timeoutCall(t *testing.T, ctx context.Context, scenario string) {
 func (e *env) families(t *testing.T) map[string]map[string]*dto.MetricFamily {
 	t.Helper()
 	out := map[string]map[string]*dto.MetricFamily{
-		"kas":         gatherRegistry(t, e.topo.Metrics[0]),
+		"kas":         testenv.Scrape(t, e.topo.Metrics[0]),
 		"agentk":      scrape(t, "http://"+e.agentk.MetricsAddr().String()+"/metrics"),
-		"tunnelbench": gatherRegistry(t, e.harness),
-	}
-	return out
-}
-
-func gatherRegistry(t *testing.T, p *metrics.Provider) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := p.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]*dto.MetricFamily, len(mfs))
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
+		"tunnelbench": testenv.Scrape(t, e.harness),
 	}
 	return out
 }

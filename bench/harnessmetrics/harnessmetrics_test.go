@@ -15,6 +15,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
 func newMetrics(t *testing.T) (*harnessmetrics.Metrics, *metrics.Provider) {
@@ -29,20 +30,6 @@ func newMetrics(t *testing.T) (*harnessmetrics.Metrics, *metrics.Provider) {
 		t.Fatal(err)
 	}
 	return m, p
-}
-
-// gather returns the registry's families by name.
-func gather(t *testing.T, p *metrics.Provider) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := p.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := make(map[string]*dto.MetricFamily, len(mfs))
-	for _, mf := range mfs {
-		out[mf.GetName()] = mf
-	}
-	return out
 }
 
 // series returns the metric of mf whose labels are exactly labels (name, value, name, value, ...).
@@ -98,7 +85,7 @@ func TestTypesAndNames(t *testing.T) {
 		harnessmetrics.FaultActiveMetric:  dto.MetricType_GAUGE,
 		harnessmetrics.RecoveryMetric:     dto.MetricType_GAUGE,
 	}
-	got := gather(t, p)
+	got := testenv.Scrape(t, p)
 	if len(got) != len(want) {
 		t.Errorf("gathered %d families, want %d", len(got), len(want))
 	}
@@ -131,7 +118,7 @@ func TestCallsByCode(t *testing.T) {
 	m.Call("steady", time.Millisecond, codes.Code(42))
 	m.Offered("idle", 1)
 
-	mfs := gather(t, p)
+	mfs := testenv.Scrape(t, p)
 	if got := series(t, mfs[harnessmetrics.OfferedCallsMetric], "scenario", "steady").GetCounter().GetValue(); got != 7 {
 		t.Errorf("offered steady = %v, want 7", got)
 	}
@@ -196,7 +183,7 @@ func TestFaultAndRecovery(t *testing.T) {
 	m.Recovery("kill", 1500*time.Millisecond)
 	m.Recovery("kill", 2500*time.Millisecond)
 
-	mfs := gather(t, p)
+	mfs := testenv.Scrape(t, p)
 	fault := mfs[harnessmetrics.FaultActiveMetric]
 	if got := series(t, fault, "scenario", "kill", "link", "kas-0", "fault", "kill").GetGauge().GetValue(); got != 0 {
 		t.Errorf("kill fault = %v, want 0", got)
@@ -236,7 +223,7 @@ func TestConcurrentCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	mfs := gather(t, p)
+	mfs := testenv.Scrape(t, p)
 	var total float64
 	for _, s := range mfs[harnessmetrics.CallsMetric].GetMetric() {
 		total += s.GetCounter().GetValue()

@@ -2,12 +2,8 @@ package plot
 
 import (
 	"bytes"
-	"encoding/xml"
-	"errors"
-	"flag"
 	"fmt"
 	"image/png"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,10 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/internal/golden"
+	"github.com/tunnelbench/tunnelbench/internal/svgtext"
 )
-
-// update rewrites the golden SVG files instead of comparing with them: go test ./bench/plot -update
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
@@ -72,20 +67,7 @@ func TestGoldenSVG(t *testing.T) {
 			if again := render(t, fig, s, SVG); !bytes.Equal(got, again) {
 				t.Fatal("two drawings of the same summary differ: SVG output is not deterministic")
 			}
-			path := filepath.Join("testdata", fig.Name+".golden.svg")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./bench/plot -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("%s differs from %s (run go test ./bench/plot -update and look at the picture)", fig.Name, path)
-			}
+			golden.Compare(t, fig.Name+".golden.svg", got)
 		})
 	}
 }
@@ -109,7 +91,7 @@ func TestWriteAll(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		texts, err := svgTexts(b)
+		texts, err := svgtext.Texts(b)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -119,42 +101,6 @@ func TestWriteAll(t *testing.T) {
 			t.Errorf("%s: no title %q among %q", f, title, texts)
 		}
 	}
-}
-
-// svgTexts parses an SVG document and returns its text elements.
-func svgTexts(b []byte) ([]string, error) {
-	d := xml.NewDecoder(bytes.NewReader(b))
-	var (
-		texts  []string
-		inText bool
-		root   string
-	)
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = tok.Name.Local
-			}
-			inText = tok.Name.Local == "text"
-		case xml.CharData:
-			if inText {
-				texts = append(texts, string(tok))
-			}
-		case xml.EndElement:
-			inText = false
-		}
-	}
-	if root != "svg" {
-		return nil, fmt.Errorf("root element %q, want svg", root)
-	}
-	return texts, nil
 }
 
 // TestWritePNGAndPDF: the PNG files decode and have a plausible size; the PDF files are PDF.
@@ -266,7 +212,7 @@ func TestRoutingHistogram(t *testing.T) {
 	if err := c.Encode(&b, SVG); err != nil {
 		t.Fatal(err)
 	}
-	texts, err := svgTexts(b.Bytes())
+	texts, err := svgtext.Texts(b.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}

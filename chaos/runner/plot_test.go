@@ -2,10 +2,7 @@ package runner
 
 import (
 	"bytes"
-	"encoding/xml"
 	"errors"
-	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +11,8 @@ import (
 	"testing"
 
 	benchplot "github.com/tunnelbench/tunnelbench/bench/plot"
+	"github.com/tunnelbench/tunnelbench/internal/golden"
+	"github.com/tunnelbench/tunnelbench/internal/svgtext"
 )
 
 // plotTitles is the start of each figure's title.
@@ -74,7 +73,7 @@ func TestPlotGoldenSVG(t *testing.T) {
 			if again := renderPlot(t, v.fig, v.s); !bytes.Equal(got, again) {
 				t.Fatal("two drawings of the same summary differ: SVG output is not deterministic")
 			}
-			golden(t, "plot-"+v.name+".golden.svg", got)
+			golden.Compare(t, "plot-"+v.name+".golden.svg", got)
 		})
 	}
 }
@@ -99,7 +98,7 @@ func TestWritePlots(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		texts, err := plotSVGTexts(b)
+		texts, err := svgtext.Texts(b)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -118,7 +117,7 @@ func TestWritePlots(t *testing.T) {
 // TestPlotFaultLegend: a fault name that recurs has one legend entry; every window is drawn.
 func TestPlotFaultLegend(t *testing.T) {
 	s := windowSummary(t)
-	texts, err := plotSVGTexts(renderPlot(t, PlotFigure{Name: "rate", Make: PlotRate}, s))
+	texts, err := svgtext.Texts(renderPlot(t, PlotFigure{Name: "rate", Make: PlotRate}, s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +181,7 @@ func TestPlotRoutingTimeouts(t *testing.T) {
 	if err := c.Encode(&b, benchplot.SVG); err != nil {
 		t.Fatal(err)
 	}
-	texts, _ := plotSVGTexts(b.Bytes())
+	texts, _ := svgtext.Texts(b.Bytes())
 	if !slices.Contains(texts, "timed out") {
 		t.Errorf("no timed-out line among %q", texts)
 	}
@@ -282,40 +281,4 @@ func TestPlotWriteRecovers(t *testing.T) {
 	if _, err := plotMake(fig, &Summary{}); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("a panic in Make: %v", err)
 	}
-}
-
-// plotSVGTexts parses an SVG document and returns its text elements.
-func plotSVGTexts(b []byte) ([]string, error) {
-	d := xml.NewDecoder(bytes.NewReader(b))
-	var (
-		texts  []string
-		inText bool
-		root   string
-	)
-	for {
-		tok, err := d.Token()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		switch tok := tok.(type) {
-		case xml.StartElement:
-			if root == "" {
-				root = tok.Name.Local
-			}
-			inText = tok.Name.Local == "text"
-		case xml.CharData:
-			if inText {
-				texts = append(texts, string(tok))
-			}
-		case xml.EndElement:
-			inText = false
-		}
-	}
-	if root != "svg" {
-		return nil, fmt.Errorf("root element %q, want svg", root)
-	}
-	return texts, nil
 }

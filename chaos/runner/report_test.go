@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tunnelbench/tunnelbench/internal/golden"
 )
 
 // testChaosSummary reads testdata/summary.json: kas-kill over 40 s, one kas killed at 10 s, calls
@@ -94,7 +96,7 @@ func TestWriteMarkdownGolden(t *testing.T) {
 	if err := WriteMarkdown(&b, testChaosSummary(t)); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "report.golden.md", b.Bytes())
+	golden.Compare(t, "report.golden.md", b.Bytes())
 	first, _, _ := strings.Cut(b.String(), "\n")
 	if !strings.HasPrefix(first, "# kas-kill — FAILED: missed failed_calls") || !strings.Contains(first, "failed_calls") {
 		t.Errorf("first line %q does not say plainly that the run failed and why", first)
@@ -106,7 +108,7 @@ func TestWriteTextGolden(t *testing.T) {
 	if err := WriteText(&b, testChaosSummary(t)); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "text.golden.txt", b.Bytes())
+	golden.Compare(t, "text.golden.txt", b.Bytes())
 }
 
 // TestWriteChaosIndexGolden: a passed run, the failed fixture, and a run that failed on its own.
@@ -117,7 +119,7 @@ func TestWriteChaosIndexGolden(t *testing.T) {
 	if err := WriteChaosIndex(&b, []*Summary{passedSummary(t), testChaosSummary(t), broken}); err != nil {
 		t.Fatal(err)
 	}
-	golden(t, "index.golden.md", b.Bytes())
+	golden.Compare(t, "index.golden.md", b.Bytes())
 	if err := WriteChaosIndex(&b, []*Summary{nil}); err == nil {
 		t.Error("a nil summary was accepted")
 	}
