@@ -94,7 +94,7 @@ func Write(dir string, s *bench.Summary, formats ...Format) ([]string, error) {
 		}
 		for _, f := range formats {
 			path := filepath.Join(dir, fig.Name+"."+string(f))
-			if err := writeFile(path, c, f); err != nil {
+			if err := c.WriteFile(path, f); err != nil {
 				return files, fmt.Errorf("plot %s: %w", path, err)
 			}
 			files = append(files, path)
@@ -113,27 +113,36 @@ func (c *Chart) Encode(w io.Writer, f Format) error {
 	return err
 }
 
-func writeFile(path string, c *Chart, f Format) (err error) {
-	// gonum panics on data it cannot draw (a log axis without positive values, say): a bad chart must
-	// cost its file, never the run's results.
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cannot draw: %v", r)
-		}
-	}()
+// WriteFile writes the chart to path in format f. gonum panics on data it cannot draw (a log axis
+// without positive values, say): that becomes an error, and the partly written file is removed, so that
+// a bad chart costs its file, never the run's results.
+func (c *Chart) WriteFile(path string, f Format) (err error) {
 	file, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := c.Encode(file, f); err != nil {
-		file.Close()
-		return err
-	}
-	return file.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cannot draw: %v", r)
+		}
+		if cerr := file.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(path)
+		}
+	}()
+	return c.Encode(file, f)
 }
 
 // newChart is a titled plot, wide enough for n cases on its X axis.
 func newChart(title, xLabel, yLabel string, n int) *Chart {
+	return NewChart(title, xLabel, yLabel, max(DefaultWidth, vg.Length(n)*WidthPerCase+6*vg.Centimeter))
+}
+
+// NewChart is a chart in this package's style: a title, axis labels, the legend at the top and
+// horizontal grid lines, width wide.
+func NewChart(title, xLabel, yLabel string, width vg.Length) *Chart {
 	p := gplot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(14)
@@ -142,5 +151,5 @@ func newChart(title, xLabel, yLabel string, n int) *Chart {
 	p.Y.Label.Text = yLabel
 	p.Legend.Top = true
 	p.Add(gridY())
-	return &Chart{Plot: p, Width: max(DefaultWidth, vg.Length(n)*WidthPerCase+6*vg.Centimeter)}
+	return &Chart{Plot: p, Width: width}
 }

@@ -7,7 +7,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"image/color"
 	"math"
 	"os"
 	"path/filepath"
@@ -74,7 +73,7 @@ func WritePlots(dir string, s *Summary) ([]string, error) {
 			continue
 		}
 		path := filepath.Join(dir, fig.Name+".svg")
-		if err := plotWriteSVG(path, c); err != nil {
+		if err := c.WriteFile(path, benchplot.SVG); err != nil {
 			errs = append(errs, fmt.Errorf("plot %s: %w", path, err))
 			continue
 		}
@@ -93,44 +92,12 @@ func plotMake(fig PlotFigure, s *Summary) (c *benchplot.Chart, err error) {
 	return fig.Make(s)
 }
 
-// plotWriteSVG writes the chart; gonum panics on data it cannot draw (a log axis without positive
-// values, say), which becomes an error, and a partly written file is removed.
-func plotWriteSVG(path string, c *benchplot.Chart) (err error) {
-	file, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cannot draw: %v", r)
-		}
-		if cerr := file.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			os.Remove(path)
-		}
-	}()
-	return c.Encode(file, benchplot.SVG)
-}
-
 // plotTimeChart is a titled chart over the run's seconds, with the faults shaded behind the data
 // (they are added first, so drawn first).
 func plotTimeChart(s *Summary, title, yLabel string) (*benchplot.Chart, *plotFaultLegend) {
-	p := gplot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(14)
-	p.Title.Padding = vg.Points(8)
-	p.X.Label.Text = "seconds since the load started"
-	p.Y.Label.Text = yLabel
-	p.Legend.Top = true
-	g := plotter.NewGrid()
-	g.Vertical.Color = nil
-	g.Horizontal.Color = color.Gray{Y: 220}
-	p.Add(g)
 	start, end := plotSpan(s)
 	width := min(max(benchplot.DefaultWidth, vg.Length(end-start)*PlotWidthPerSecond+4*vg.Centimeter), PlotMaxWidth)
-	c := &benchplot.Chart{Plot: p, Width: width}
+	c := benchplot.NewChart(title, "seconds since the load started", yLabel, width)
 	return c, plotAddFaults(c, s)
 }
 
