@@ -245,15 +245,7 @@ func write(dir string, sum *bench.Summary) ([]string, error) {
 		return nil, err
 	}
 	files := []string{filepath.Join(dir, "summary.json"), filepath.Join(dir, "report.md")}
-	f, err := os.Create(files[1])
-	if err != nil {
-		return nil, err
-	}
-	if err := bench.WriteMarkdown(f, sum); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeFile(files[1], func(w io.Writer) error { return bench.WriteMarkdown(w, sum) }); err != nil {
 		return nil, err
 	}
 	plots, err := plot.WriteAll(filepath.Join(dir, "plots"), sum)

@@ -117,15 +117,7 @@ func runOne(ctx context.Context, sc *scenario.Scenario, dir string, ms *bench.Me
 	if err := sum.WriteJSON(dir); err != nil {
 		return nil, err
 	}
-	f, err := os.Create(filepath.Join(dir, "report.md"))
-	if err != nil {
-		return nil, err
-	}
-	if err := runner.WriteMarkdown(f, sum); err != nil {
-		f.Close()
-		return nil, err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeFile(filepath.Join(dir, "report.md"), func(w io.Writer) error { return runner.WriteMarkdown(w, sum) }); err != nil {
 		return nil, err
 	}
 	if _, err := runner.WritePlots(filepath.Join(dir, "plots"), sum); err != nil {
@@ -202,15 +194,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			failed++
 		}
 	}
-	f, err := os.Create(filepath.Join(*out, "README.md"))
-	if err != nil {
-		return err
-	}
-	if err := runner.WriteChaosIndex(f, results); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeFile(filepath.Join(*out, "README.md"), func(w io.Writer) error { return runner.WriteChaosIndex(w, results) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "%d of %d scenarios held; summary in %s\n", len(results)-failed, len(results), filepath.Join(*out, "README.md"))
