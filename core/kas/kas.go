@@ -6,6 +6,7 @@
 package kas
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -196,30 +197,16 @@ func (c *Config) validate() error {
 		return fmt.Errorf("kas config: %w", errors.Join(errs...))
 	}
 	l, d := &c.Limits, DefaultLimits
-	if l.MaxTunnelsPerAgent == 0 {
-		l.MaxTunnelsPerAgent = d.MaxTunnelsPerAgent
-	}
-	if l.MaxWaitingPerAgent == 0 {
-		l.MaxWaitingPerAgent = d.MaxWaitingPerAgent
-	}
 	if l.TunnelRate == 0 {
 		l.TunnelRate, l.TunnelBurst = d.TunnelRate, max(l.TunnelBurst, d.TunnelBurst)
 	}
-	if l.TunnelBurst == 0 {
-		l.TunnelBurst = d.TunnelBurst
-	}
-	if l.MaxHTTPBody == 0 {
-		l.MaxHTTPBody = d.MaxHTTPBody
-	}
-	if l.MaxDescriptorBytes == 0 {
-		l.MaxDescriptorBytes = d.MaxDescriptorBytes
-	}
-	if l.MaxHTTPHeaderBytes == 0 {
-		l.MaxHTTPHeaderBytes = d.MaxHTTPHeaderBytes
-	}
-	if l.HTTPReadHeaderTimeout == 0 {
-		l.HTTPReadHeaderTimeout = d.HTTPReadHeaderTimeout
-	}
+	l.MaxTunnelsPerAgent = cmp.Or(l.MaxTunnelsPerAgent, d.MaxTunnelsPerAgent)
+	l.MaxWaitingPerAgent = cmp.Or(l.MaxWaitingPerAgent, d.MaxWaitingPerAgent)
+	l.TunnelBurst = cmp.Or(l.TunnelBurst, d.TunnelBurst)
+	l.MaxHTTPBody = cmp.Or(l.MaxHTTPBody, d.MaxHTTPBody)
+	l.MaxDescriptorBytes = cmp.Or(l.MaxDescriptorBytes, d.MaxDescriptorBytes)
+	l.MaxHTTPHeaderBytes = cmp.Or(l.MaxHTTPHeaderBytes, d.MaxHTTPHeaderBytes)
+	l.HTTPReadHeaderTimeout = cmp.Or(l.HTTPReadHeaderTimeout, d.HTTPReadHeaderTimeout)
 	if c.TrackerRefresh == 0 {
 		c.TrackerRefresh = tracker.DefaultRefreshPeriod
 		if c.Redis != nil {

@@ -143,21 +143,25 @@ func (s *tunnelServerStream) Context() context.Context { return s.ctx }
 func (s *tunnelServerStream) SetHeader(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.headerSent {
-		return status.Error(codes.Internal, "transport: the stream is done or the header was already sent")
-	}
-	s.header = metadata.Join(s.header, md)
-	return nil
+	return s.setHeaderLocked(md)
 }
 
 func (s *tunnelServerStream) SendHeader(md metadata.MD) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.setHeaderLocked(md); err != nil {
+		return err
+	}
+	return s.sendHeaderLocked()
+}
+
+// setHeaderLocked adds md to the header unless it was sent. s.mu must be held.
+func (s *tunnelServerStream) setHeaderLocked(md metadata.MD) error {
 	if s.headerSent {
 		return status.Error(codes.Internal, "transport: the stream is done or the header was already sent")
 	}
 	s.header = metadata.Join(s.header, md)
-	return s.sendHeaderLocked()
+	return nil
 }
 
 func (s *tunnelServerStream) SetTrailer(md metadata.MD) {
