@@ -37,7 +37,7 @@ type Config struct {
 	Pool tunclient.Config
 	// MetricsListen serves /metrics, /healthz and /readyz; empty disables it.
 	MetricsListen string
-	// NoDemo leaves the built-in demo service out.
+	// NoDemo leaves the built-in demo service out. It is left out too when Expose names it.
 	NoDemo bool
 	// Expose maps a gRPC service name to the address of a plaintext gRPC server next to the agent: the
 	// agent advertises the service with all its methods and forwards its calls there as raw frames.
@@ -119,7 +119,8 @@ func New(cfg Config) (*Agentk, error) {
 		_ = conn.Close()
 		return nil, err
 	}
-	if !cfg.NoDemo {
+	// An exposed upstream serving the demo service (a tunnelbench demo-server, say) takes its place.
+	if _, exposed := cfg.Expose[demo.Demo_ServiceDesc.ServiceName]; !cfg.NoDemo && !exposed {
 		demo.Register(a)
 	}
 	k := &Agentk{cfg: cfg, conn: conn, agent: a, metrics: mp, shutdownTracing: shutdownTracing}

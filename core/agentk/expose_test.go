@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,6 +310,34 @@ func TestRegisteredServiceIsTransparent(t *testing.T) {
 			})
 			assertTransparent(t, e, direct)
 		})
+	}
+}
+
+// TestExposingTheDemoServiceReplacesTheBuiltInOne: the README's by-hand try exposes a demo-server; the
+// agent then forwards the demo service to it instead of refusing the name as already registered.
+func TestExposingTheDemoServiceReplacesTheBuiltInOne(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served atomic.Int64
+	s := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		served.Add(1)
+		return h(ctx, req)
+	}))
+	demo.Register(s)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	e := testenv.Start(t, testenv.Options{Agents: -1})
+	startAgentk(t, e, map[string]string{demo.Demo_ServiceDesc.ServiceName: l.Addr().String()})
+	ctx, cancel := context.WithTimeout(testenv.AgentCtx(context.Background(), 1), 20*time.Second)
+	defer cancel()
+	resp, err := demo.NewDemoClient(e.Public).Echo(ctx, &demo.EchoRequest{Message: "via --expose"})
+	if err != nil || resp.GetMessage() != "via --expose" {
+		t.Fatalf("echo: %v %v", resp, err)
+	}
+	if served.Load() != 1 {
+		t.Fatalf("the exposed upstream served %d calls, want 1", served.Load())
 	}
 }
 

@@ -46,7 +46,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.Pool.MaxIdleTime, "max-idle-time", tunclient.DefaultMaxIdleTime, "idle time after which tunnels above --min-idle close")
 	fs.IntVar(&cfg.Pool.MaxMessageSize, "max-message-size", tunclient.DefaultMaxMessageSize, "largest proxied message in bytes")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving /metrics, /healthz and /readyz, for example 127.0.0.1:8152; empty disables it")
-	fs.BoolVar(&cfg.NoDemo, "no-demo", false, "do not serve the built-in demo service")
+	fs.BoolVar(&cfg.NoDemo, "no-demo", false, "do not serve the built-in demo service (an --expose of tunnelbench.demo.v1.Demo replaces it anyway)")
 	httpUpstream := fs.String("http-upstream", "", "base `URL` of a local HTTP server: kas's /agents/{id}/{path} reaches it as {URL}/{path}")
 	expose := &cli.KeyValues{Form: "SERVICE=ADDR"}
 	fs.Var(expose, "expose", "serve gRPC `SERVICE=ADDR` through the tunnel: every call of SERVICE (full name, e.g. my.pkg.Greeter) goes to the plaintext gRPC server at ADDR (repeatable)")
