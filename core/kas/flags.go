@@ -58,6 +58,12 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	tlsMetrics := fs.Bool("tls-metrics", false, "serve the metrics listener over TLS too")
 	fs.IntVar(&cfg.Limits.MaxTunnelsPerAgent, "max-tunnels-per-agent", DefaultLimits.MaxTunnelsPerAgent, "most tunnels one agent may hold on this kas; more are refused with ResourceExhausted")
 	fs.IntVar(&cfg.Limits.MaxWaitingPerAgent, "max-waiting-calls-per-agent", DefaultLimits.MaxWaitingPerAgent, "most calls that may wait for a tunnel to one agent; more fail at once with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxWaiting, "max-waiting-calls", DefaultLimits.MaxWaiting, "most calls that may wait for a tunnel on this kas, for any agent; more fail at once with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxWaitingPerCaller, "max-waiting-calls-per-caller", DefaultLimits.MaxWaitingPerCaller, "most calls of one caller token that may wait for a tunnel; more fail at once with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxMetadataBytes, "max-metadata-bytes", DefaultLimits.MaxMetadataBytes, "largest request metadata of a routed call in bytes (name + value + 32 per entry, as HTTP/2 counts); larger calls fail at once with ResourceExhausted")
+	fs.DurationVar(&cfg.Limits.TunnelHandshakeTimeout, "tunnel-handshake-timeout", DefaultLimits.TunnelHandshakeTimeout, "how long a new tunnel may take to send its descriptor before kas ends it")
+	fs.IntVar(&cfg.Limits.MaxConnections, "max-connections", DefaultLimits.MaxConnections, "most open connections per listener; more wait to be accepted until one closes")
+	fs.DurationVar(&cfg.Limits.IdleConnectionTimeout, "idle-connection-timeout", DefaultLimits.IdleConnectionTimeout, "how long a caller's connection (public API, HTTP) may stay without a call before kas closes it")
 	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (each call uses one)")
 	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", DefaultLimits.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
 	fs.IntVar(&cfg.Limits.MaxDescriptorBytes, "max-descriptor-bytes", DefaultLimits.MaxDescriptorBytes, "largest descriptor (the first message of a tunnel, listing what the agent serves) in bytes")
@@ -94,6 +100,15 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	positiveLimit("max-descriptor-bytes", float64(cfg.Limits.MaxDescriptorBytes))
 	positiveLimit("max-http-header-bytes", float64(cfg.Limits.MaxHTTPHeaderBytes))
 	positiveLimit("http-read-header-timeout", cfg.Limits.HTTPReadHeaderTimeout.Seconds())
+	positiveLimit("max-waiting-calls", float64(cfg.Limits.MaxWaiting))
+	positiveLimit("max-waiting-calls-per-caller", float64(cfg.Limits.MaxWaitingPerCaller))
+	positiveLimit("max-metadata-bytes", float64(cfg.Limits.MaxMetadataBytes))
+	positiveLimit("tunnel-handshake-timeout", cfg.Limits.TunnelHandshakeTimeout.Seconds())
+	positiveLimit("max-connections", float64(cfg.Limits.MaxConnections))
+	positiveLimit("idle-connection-timeout", cfg.Limits.IdleConnectionTimeout.Seconds())
+	if cfg.Limits.MaxMetadataBytes > cfg.MaxMessageSize && cfg.MaxMessageSize > 0 {
+		errs = append(errs, fmt.Errorf("--max-metadata-bytes (%d) must not be larger than --max-message-size (%d): a call's metadata travels to the agent in one tunnel message", cfg.Limits.MaxMetadataBytes, cfg.MaxMessageSize))
+	}
 	switch {
 	case *tlsCert != "" && *tlsKey != "":
 		cfg.TLS = &TLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, AgentCAFile: *agentCA, PeerCAFile: *peerCA, Metrics: *tlsMetrics}

@@ -43,6 +43,8 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Header.Del("Authorization")
+		// The Router counts this caller's waiting calls as it does for the public API.
+		r = r.WithContext(tunserver.WithCaller(r.Context(), caller))
 	}
 	if g.maxBody > 0 {
 		if r.ContentLength > g.maxBody {

@@ -187,8 +187,12 @@ func (c *Config) validate() error {
 	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
 		errs = append(errs, errors.New("TLS needs a certificate file and a key file"))
 	}
-	if l := c.Limits; l.MaxTunnelsPerAgent < 0 || l.MaxWaitingPerAgent < 0 || l.TunnelRate < 0 || l.TunnelBurst < 0 || l.MaxHTTPBody < 0 || l.MaxDescriptorBytes < 0 || l.MaxHTTPHeaderBytes < 0 || l.HTTPReadHeaderTimeout < 0 {
+	if l := c.Limits; l.MaxTunnelsPerAgent < 0 || l.MaxWaitingPerAgent < 0 || l.TunnelRate < 0 || l.TunnelBurst < 0 || l.MaxHTTPBody < 0 || l.MaxDescriptorBytes < 0 || l.MaxHTTPHeaderBytes < 0 || l.HTTPReadHeaderTimeout < 0 ||
+		l.MaxWaiting < 0 || l.MaxWaitingPerCaller < 0 || l.MaxMetadataBytes < 0 || l.TunnelHandshakeTimeout < 0 || l.MaxConnections < 0 || l.IdleConnectionTimeout < 0 {
 		errs = append(errs, errors.New("limits must not be negative"))
+	}
+	if m, msg := c.Limits.MaxMetadataBytes, cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize); m > msg {
+		errs = append(errs, fmt.Errorf("the metadata limit (%d bytes) must not be larger than the message limit (%d bytes): a call's metadata travels to the agent in one tunnel message", m, msg))
 	}
 	if c.TrackerRefresh < 0 || c.UnregisterDelay < 0 {
 		errs = append(errs, errors.New("tracker refresh and unregister delay must not be negative"))
@@ -202,6 +206,12 @@ func (c *Config) validate() error {
 	}
 	l.MaxTunnelsPerAgent = cmp.Or(l.MaxTunnelsPerAgent, d.MaxTunnelsPerAgent)
 	l.MaxWaitingPerAgent = cmp.Or(l.MaxWaitingPerAgent, d.MaxWaitingPerAgent)
+	l.MaxWaiting = cmp.Or(l.MaxWaiting, d.MaxWaiting)
+	l.MaxWaitingPerCaller = cmp.Or(l.MaxWaitingPerCaller, d.MaxWaitingPerCaller)
+	l.MaxMetadataBytes = cmp.Or(l.MaxMetadataBytes, min(d.MaxMetadataBytes, cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize)))
+	l.TunnelHandshakeTimeout = cmp.Or(l.TunnelHandshakeTimeout, d.TunnelHandshakeTimeout)
+	l.MaxConnections = cmp.Or(l.MaxConnections, d.MaxConnections)
+	l.IdleConnectionTimeout = cmp.Or(l.IdleConnectionTimeout, d.IdleConnectionTimeout)
 	l.TunnelBurst = cmp.Or(l.TunnelBurst, d.TunnelBurst)
 	l.MaxHTTPBody = cmp.Or(l.MaxHTTPBody, d.MaxHTTPBody)
 	l.MaxDescriptorBytes = cmp.Or(l.MaxDescriptorBytes, d.MaxDescriptorBytes)
@@ -311,7 +321,11 @@ func New(cfg Config) (*Server, error) {
 	for _, l := range limitNames {
 		s.limitHits.Add(context.Background(), 0, metric.WithAttributes(attribute.String("limit", l)))
 	}
-	s.registry.SetLimits(tunserver.RegistryLimits{MaxTunnelsPerAgent: cfg.Limits.MaxTunnelsPerAgent, MaxWaitingPerAgent: cfg.Limits.MaxWaitingPerAgent}, s.limitHit)
+	s.registry.SetLimits(tunserver.RegistryLimits{
+		MaxTunnelsPerAgent: cfg.Limits.MaxTunnelsPerAgent,
+		MaxWaitingPerAgent: cfg.Limits.MaxWaitingPerAgent,
+		MaxWaiting:         cfg.Limits.MaxWaiting,
+	}, s.limitHit)
 	var agentCreds, serverCreds, peerCreds credentials.TransportCredentials
 	if cfg.TLS != nil {
 		if s.certs, err = tlsfiles.NewReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile); err != nil {
@@ -346,7 +360,7 @@ func New(cfg Config) (*Server, error) {
 		grpc.MaxRecvMsgSize(envelopeMax),
 		grpc.MaxSendMsgSize(envelopeMax),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: AgentMinPingInterval, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(agentKeepalive(cfg.MaxConnectionAge)),
+		grpc.KeepaliveParams(agentKeepalive(cfg.MaxConnectionAge, cfg.Limits.IdleConnectionTimeout)),
 		// Thousands of mostly idle agent connections: no write buffer held per idle connection.
 		grpc.SharedWriteBuffer(true),
 	}
@@ -366,6 +380,8 @@ func New(cfg Config) (*Server, error) {
 			grpc.MaxRecvMsgSize(routedMax),
 			grpc.MaxSendMsgSize(routedMax),
 			grpc.UnknownServiceHandler(route),
+			// A caller's connection that carries nothing goes away: it holds a place of --max-connections.
+			grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: cfg.Limits.IdleConnectionTimeout}),
 		}, metrics.RoutedServerOptions(grpcMetrics)...)
 		opts = append(opts, grpc.ChainStreamInterceptor(messageSizeInterceptor(routedMax, s.limitHit)))
 		if cfg.Callers != nil {
@@ -414,13 +430,15 @@ func New(cfg Config) (*Server, error) {
 		OnTrackerError: finderErrs,
 	})
 	router, err = tunserver.NewRouter(tunserver.RouterConfig{
-		Registry:      s.registry,
-		Finder:        s.finder,
-		PrivateServer: s.privateServer,
-		FindTimeout:   cfg.FindTimeout,
-		Meter:         meter,
-		Tracer:        cfg.Tracer,
-		Log:           cfg.Log,
+		Registry:            s.registry,
+		Finder:              s.finder,
+		PrivateServer:       s.privateServer,
+		FindTimeout:         cfg.FindTimeout,
+		MaxMetadataBytes:    cfg.Limits.MaxMetadataBytes,
+		MaxWaitingPerCaller: cfg.Limits.MaxWaitingPerCaller,
+		Meter:               meter,
+		Tracer:              cfg.Tracer,
+		Log:                 cfg.Log,
 	})
 	if err != nil {
 		return nil, err
@@ -432,6 +450,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	agentAPI.SetTunnelRate(cfg.Limits.TunnelRate, cfg.Limits.TunnelBurst)
 	agentAPI.SetMaxDescriptorBytes(cfg.Limits.MaxDescriptorBytes)
+	agentAPI.SetHandshakeTimeout(cfg.Limits.TunnelHandshakeTimeout)
+	agentAPI.SetMaxSendBytes(envelopeMax)
 	rpc.RegisterReverseTunnelServer(s.agentServer, agentAPI)
 	return s, nil
 }
@@ -439,8 +459,11 @@ func New(cfg Config) (*Server, error) {
 // agentKeepalive rotates agent connections: GOAWAY at 20% of the max age (gRPC adds ±10%), then 65% of
 // the age for calls in flight to finish. Idle tunnels end earlier, at their own deadline (see
 // tunserver.TunnelDeadline), so rotation never breaks a call.
-func agentKeepalive(maxAge time.Duration) keepalive.ServerParameters {
-	kp := keepalive.ServerParameters{Time: agentKeepaliveTime, Timeout: agentKeepaliveTimeout}
+//
+// A connection without any stream for idle is closed: an agent always keeps tunnels open, so only a
+// client that never opened one (no token needed for that) is cut off.
+func agentKeepalive(maxAge, idle time.Duration) keepalive.ServerParameters {
+	kp := keepalive.ServerParameters{Time: agentKeepaliveTime, Timeout: agentKeepaliveTimeout, MaxConnectionIdle: idle}
 	if maxAge > 0 {
 		kp.MaxConnectionAge = maxAge * 20 / 100
 		kp.MaxConnectionAgeGrace = maxAge * 65 / 100
@@ -471,6 +494,7 @@ func (s *Server) Start() error {
 		s.closeListeners()
 		return err
 	}
+	s.limitConnections()
 	serve := func(srv *grpc.Server, l net.Listener) {
 		if l == nil {
 			return
@@ -494,6 +518,7 @@ func (s *Server) Start() error {
 		}
 		s.httpTunnel = httptunnel.NewServer(guard, s.listeners.http.Addr().String())
 		s.httpTunnel.ReadHeaderTimeout = s.cfg.Limits.HTTPReadHeaderTimeout
+		s.httpTunnel.IdleTimeout = s.cfg.Limits.IdleConnectionTimeout
 		// Failed handshakes and malformed requests are the client's problem: debug, in kas's log format.
 		s.httpTunnel.ErrorLog = slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug)
 		// The guard answers 431 and counts it; the server's own bound, past it, only stops a header too
@@ -548,6 +573,18 @@ func (s *Server) Start() error {
 		s.cfg.Log.Warn("dev mode: the public API and the HTTP listener accept any caller (loopback only)")
 	}
 	return nil
+}
+
+// limitConnections caps every listener at MaxConnections open connections: connections cost kas
+// goroutines and buffers before any token is checked, so an anonymous client must not open them
+// without bound. Past the cap, new connections wait in the kernel's accept queue.
+func (s *Server) limitConnections() {
+	n := s.cfg.Limits.MaxConnections
+	for _, l := range []*net.Listener{&s.listeners.agent, &s.listeners.api, &s.listeners.private, &s.listeners.metrics, &s.listeners.http} {
+		if *l != nil {
+			*l = newLimitListener(*l, n)
+		}
+	}
 }
 
 func (s *Server) closeListeners() {

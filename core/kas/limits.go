@@ -17,8 +17,23 @@ import (
 
 // Limits bound what one agent or caller can make kas hold or do. Zero fields take DefaultLimits's.
 type Limits struct {
+	// MaxTunnelsPerAgent bounds one agent's tunnels on this kas, those still in their handshake included.
 	MaxTunnelsPerAgent int
 	MaxWaitingPerAgent int
+	// MaxWaiting bounds the calls waiting for a tunnel on this kas, for any agent.
+	MaxWaiting int
+	// MaxWaitingPerCaller bounds the calls of one caller token waiting for a tunnel.
+	MaxWaitingPerCaller int
+	// MaxMetadataBytes bounds a routed call's request metadata (HTTP/2 header list size).
+	MaxMetadataBytes int
+	// TunnelHandshakeTimeout bounds how long a new tunnel may take to send its descriptor.
+	TunnelHandshakeTimeout time.Duration
+	// MaxConnections bounds the open connections of each listener; more wait in the kernel's accept
+	// queue until one closes.
+	MaxConnections int
+	// IdleConnectionTimeout closes a caller's (public API, HTTP) connection that carried no call for
+	// this long, so that idle connections do not hold places of MaxConnections for ever.
+	IdleConnectionTimeout time.Duration
 	// TunnelRate is the new tunnels per second one agent may open, on average (TunnelBurst at once).
 	// Each call uses a tunnel, so it also bounds an agent's calls per second.
 	TunnelRate  float64
@@ -36,13 +51,20 @@ type Limits struct {
 
 // DefaultLimits are generous for real use and still bounded.
 var DefaultLimits = Limits{
-	MaxTunnelsPerAgent: 1000,
-	MaxWaitingPerAgent: 1000,
-	TunnelRate:         20000,
-	TunnelBurst:        20000,
-	MaxDescriptorBytes: tunserver.DefaultMaxDescriptorBytes,
-	MaxHTTPBody:        1 << 30,
-	MaxHTTPHeaderBytes: 1 << 20,
+	MaxTunnelsPerAgent:     1000,
+	MaxWaitingPerAgent:     1000,
+	MaxWaiting:             10000,
+	MaxWaitingPerCaller:    1000,
+	MaxMetadataBytes:       tunserver.DefaultMaxMetadataBytes,
+	TunnelHandshakeTimeout: tunserver.DefaultHandshakeTimeout,
+	// Above the 10 000 agents of the scale benchmark, each on its own connection.
+	MaxConnections:        20000,
+	IdleConnectionTimeout: 5 * time.Minute,
+	TunnelRate:            20000,
+	TunnelBurst:           20000,
+	MaxDescriptorBytes:    tunserver.DefaultMaxDescriptorBytes,
+	MaxHTTPBody:           1 << 30,
+	MaxHTTPHeaderBytes:    1 << 20,
 	// Matches httptunnel's default; a header arrives in one round trip in practice.
 	HTTPReadHeaderTimeout: 10 * time.Second,
 }
@@ -59,6 +81,7 @@ func (s *Server) limitHit(limit string) {
 var limitNames = []string{
 	tunserver.LimitTunnelsPerAgent, tunserver.LimitWaitingPerAgent, tunserver.LimitTunnelRate,
 	tunserver.LimitMessageSize, tunserver.LimitDescriptorSize, limitHTTPBody, limitHTTPHeader,
+	tunserver.LimitWaiting, tunserver.LimitWaitingByCaller, tunserver.LimitMetadataSize,
 }
 
 const (

@@ -50,4 +50,8 @@ const (
 	EndReasonMaxAge = "max-connection-age"
 	// EndReasonShutdown: kas is shutting down; reconnect after a random delay, to another kas.
 	EndReasonShutdown = "shutdown"
+	// EndReasonCallEnded: kas ended the tunnel because of its call (the caller went away, or the call
+	// could not be passed on), whatever status it carries; nothing is wrong with the agent's
+	// connection: reconnect at once.
+	EndReasonCallEnded = "call-ended"
 )

@@ -244,10 +244,12 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 			p.a.cfg.Log.Warn("kas broke the tunnel protocol", "err", err)
 			return p.failed(err)
 		}
-		if err == io.EOF {
-			if stream.Trailer().Get(rpc.TunnelEndReasonKey) != nil && stream.Trailer().Get(rpc.TunnelEndReasonKey)[0] == rpc.EndReasonShutdown {
-				return endShutdown
-			}
+		switch reason := endReason(stream); {
+		case reason == rpc.EndReasonShutdown:
+			return endShutdown
+		case err == io.EOF, reason == rpc.EndReasonCallEnded:
+			// call-ended: kas ended the tunnel over a call, whatever status it carries; that says
+			// nothing about this connection, so no backoff.
 			return endClean
 		}
 		return p.failed(err)
@@ -262,6 +264,14 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		return endExit
 	}
 	return endClean
+}
+
+// endReason is kas's reason for ending the tunnel (rpc.TunnelEndReasonKey), if it gave one.
+func endReason(stream rpc.ReverseTunnel_ConnectClient) string {
+	if v := stream.Trailer().Get(rpc.TunnelEndReasonKey); len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func (p *pool) failed(err error) tunnelEnd {

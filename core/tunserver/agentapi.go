@@ -1,6 +1,7 @@
 package tunserver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,10 @@ type AgentAPI struct {
 	descriptors descriptorCache
 	rates       tunnelRates
 	maxAge      time.Duration
-	log         *slog.Logger
+	// handshakeTimeout bounds the wait for the descriptor; zero means DefaultHandshakeTimeout.
+	handshakeTimeout time.Duration
+	maxSend          int
+	log              *slog.Logger
 }
 
 // NewAgentAPI returns the Connect handler. maxConnectionAge > 0 gives every tunnel stream its own
@@ -83,6 +87,53 @@ func (r *tunnelRates) allow(agentID int64) error {
 	return nil
 }
 
+// DefaultHandshakeTimeout is how long an agent has, after opening a Connect stream, to send its
+// descriptor. An agent sends it at once; a stream still silent then is refused.
+const DefaultHandshakeTimeout = 5 * time.Second
+
+// SetMaxSendBytes is the agent server's grpc.MaxSendMsgSize: a call whose request info would not fit
+// fails before it touches a tunnel. Zero: not checked. Set it before serving.
+func (a *AgentAPI) SetMaxSendBytes(n int) { a.maxSend = n }
+
+// SetHandshakeTimeout bounds the wait for a tunnel's descriptor (DefaultHandshakeTimeout when zero).
+// Set it before serving.
+func (a *AgentAPI) SetHandshakeTimeout(d time.Duration) { a.handshakeTimeout = d }
+
+// handshake reads the descriptor, the first message, within the handshake timeout. It returns io.EOF
+// when the agent left first. The first message is read raw: the descriptor cache recognises it without
+// decoding.
+func (a *AgentAPI) handshake(stream rpc.ReverseTunnel_ConnectServer) (descriptorIndex, error) {
+	timeout := cmp.Or(a.handshakeTimeout, DefaultHandshakeTimeout)
+	// RecvMsg takes no deadline: it runs aside, and returning from the handler ends the stream, which
+	// ends that RecvMsg too.
+	type recv struct {
+		first grpctool.RawFrame
+		err   error
+	}
+	got := make(chan *recv, 1)
+	go func() {
+		r := &recv{}
+		r.err = stream.RecvMsg(&r.first)
+		got <- r
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var r *recv
+	select {
+	case r = <-got:
+	case <-timer.C:
+		return descriptorIndex{}, status.Errorf(codes.DeadlineExceeded, "no descriptor within %s of opening the tunnel (--tunnel-handshake-timeout)", timeout)
+	}
+	if r.err != nil {
+		return descriptorIndex{}, r.err
+	}
+	desc, err := a.descriptors.index(r.first.Data)
+	if err != nil && status.Code(err) == codes.ResourceExhausted {
+		a.registry.limitHit(LimitDescriptorSize)
+	}
+	return desc, err
+}
+
 // TunnelDeadline is when kas ends an idle tunnel stream: at 30% of the max connection age plus up to 5%
 // positive jitter. The connection's GOAWAY comes at 20% ±10% of that, so the deadline always fires after
 // it and the agent's replacement tunnel opens on a fresh connection.
@@ -110,22 +161,21 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 		a.registry.limitHit(LimitTunnelRate)
 		return err
 	}
-	// The first message is read raw: the descriptor cache recognises it without decoding.
-	var first grpctool.RawFrame
-	if err := stream.RecvMsg(&first); err != nil {
+	// Counted before anything is read: a stream that never sends its descriptor holds a place of the
+	// agent's tunnel limit, and only for the handshake timeout.
+	if err := a.registry.reserveTunnel(agentID); err != nil {
+		return err
+	}
+	desc, err := a.handshake(stream)
+	if err != nil {
+		a.registry.cancelReservation(agentID)
 		if err == io.EOF {
 			return nil // the agent left before it sent a descriptor
 		}
 		return err
 	}
-	desc, err := a.descriptors.index(first.Data)
-	if err != nil {
-		if status.Code(err) == codes.ResourceExhausted {
-			a.registry.limitHit(LimitDescriptorSize)
-		}
-		return err
-	}
 	t := newTunnel(agentID, desc, stream)
+	t.maxSend = a.maxSend
 	if err := a.registry.addTunnel(t); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			return err

@@ -92,6 +92,14 @@ func CallerAuthInterceptor(a CallerAuthorizer) grpc.StreamServerInterceptor {
 		if !caller.MayReach(agentID) {
 			return PermissionError(agentID)
 		}
-		return handler(srv, ss)
+		return handler(srv, &callerStream{ServerStream: ss, ctx: WithCaller(ctx, caller)})
 	}
 }
+
+// callerStream is a stream whose context knows its caller.
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *callerStream) Context() context.Context { return s.ctx }

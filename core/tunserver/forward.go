@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
@@ -140,6 +141,14 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 // the caller went away, a status for the caller when the tunnel broke, or nil when the agent's answer
 // (including a final error status) went to sink.
 func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, sink func(*rpc.ConnectRequest) error) error {
+	if t.maxSend > 0 {
+		// gRPC ends a stream whose message it refuses to send: a request info that cannot fit must fail
+		// its call while the tunnel is still found, so that the tunnel goes back to idle untouched.
+		if n := proto.Size(pump.info); n > t.maxSend {
+			r.limitHit(LimitMetadataSize)
+			return status.Errorf(codes.ResourceExhausted, "the call's request info is %d bytes, larger than a tunnel message may be (%d bytes): send less metadata", n, t.maxSend)
+		}
+	}
 	fwd := newForwarding(pump, sink)
 	if err := t.startForwarding(r, fwd); err != nil {
 		return err
@@ -147,11 +156,11 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 	// The caller's end ends the tunnel at once, whatever forward is waiting for: a send to an agent that
 	// stopped reading holds the pump (and attach) until the tunnel's stream ends, which only the tunnel's
 	// end brings about. For the same reason the tunnel always ends before the pump is detached below.
-	stop := context.AfterFunc(ctx, func() { r.finish(t, errCallerCancelled, "") })
+	stop := context.AfterFunc(ctx, func() { r.finish(t, errCallerCancelled, rpc.EndReasonCallEnded) })
 	defer stop()
 	if err := pump.attachTunnel(t); err != nil {
 		// The stream ended under us: nothing reached the agent's service. The reader stops on its own.
-		r.finish(t, nil, "")
+		r.finish(t, nil, rpc.EndReasonCallEnded)
 		pump.detach()
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -162,7 +171,7 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 	select {
 	case v = <-fwd.result:
 	case <-ctx.Done():
-		r.finish(t, errCallerCancelled, "")
+		r.finish(t, errCallerCancelled, rpc.EndReasonCallEnded)
 		pump.detach()
 		<-fwd.result // the reader may be using sink; the tunnel's end makes it stop
 		return ctx.Err()
@@ -173,7 +182,7 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 	case verdictBroken, verdictViolation:
 		r.finish(t, v.err, "")
 	default: // verdictCallerGone
-		r.finish(t, callerGoneErr(ctx, v.err), "")
+		r.finish(t, callerGoneErr(ctx, v.err), rpc.EndReasonCallEnded)
 	}
 	replayable := pump.detach()
 	switch v.kind {
@@ -185,6 +194,12 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 		}
 		return status.Errorf(codes.Unavailable, "agent %d withdrew the tunnel as the call arrived and the request was too large to replay", t.agentID)
 	case verdictBroken:
+		if status.Code(v.err) == codes.ResourceExhausted {
+			// The agent sent a message over the tunnel's own size bound: an answer too large, not a
+			// network failure that a retry could mend.
+			r.limitHit(LimitMessageSize)
+			return status.Errorf(codes.ResourceExhausted, "agent %d sent a response message larger than the limit (--max-message-size): %v", t.agentID, status.Convert(v.err).Message())
+		}
 		return status.Errorf(codes.Unavailable, "tunnel to agent %d broke: %v", t.agentID, status.Convert(v.err).Message())
 	case verdictViolation:
 		return status.Errorf(codes.Unavailable, "agent %d broke the tunnel protocol: %v", t.agentID, status.Convert(v.err).Message())
@@ -195,11 +210,16 @@ func (t *Tunnel) forward(ctx context.Context, r *Registry, pump *requestPump, si
 
 var errCallerCancelled = status.Error(codes.Canceled, "the caller cancelled the call")
 
-// callerGoneErr is what the agent learns when the caller could not take its answer: that the caller went
-// away, or, when the caller is still there and the message was too large for it, that limit.
+// callerGoneErr is what the agent learns when its answer could not reach the caller: that the caller
+// went away, or, when the caller is still there, why kas refused the answer (a message over the limit,
+// a header that is not valid gRPC metadata).
 func callerGoneErr(ctx context.Context, sinkErr error) error {
-	if ctx.Err() == nil && status.Code(sinkErr) == codes.ResourceExhausted {
+	if ctx.Err() != nil {
+		return status.Error(codes.Canceled, "the caller went away")
+	}
+	st := status.Convert(sinkErr)
+	if st.Code() == codes.ResourceExhausted {
 		return sinkErr
 	}
-	return status.Error(codes.Canceled, "the caller went away")
+	return status.Errorf(st.Code(), "kas refused the answer: %s", st.Message())
 }

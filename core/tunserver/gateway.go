@@ -25,12 +25,13 @@ import (
 type gatewayHandler struct {
 	registry    *Registry
 	replayLimit int
+	maxMetadata int
 	log         *slog.Logger
 	tracer      trace.Tracer
 }
 
 func (g *gatewayHandler) handle(_ any, stream grpc.ServerStream) (err error) {
-	c, err := parseCall(stream)
+	c, err := parseCall(stream, g.maxMetadata, g.registry)
 	if err != nil {
 		return err
 	}
@@ -100,8 +101,10 @@ type call struct {
 	info            *rpc.RequestInfo
 }
 
-// parseCall reads the method, the agent id and the metadata for the agent from the stream.
-func parseCall(stream grpc.ServerStream) (call, error) {
+// parseCall reads the method, the agent id and the metadata for the agent from the stream. Metadata
+// over maxMetadata bytes is refused here, before routing: it is the call's own content, and it must
+// fail that call, never a tunnel that it would not fit into.
+func parseCall(stream grpc.ServerStream, maxMetadata int, reg *Registry) (call, error) {
 	ctx := stream.Context()
 	fullMethod, ok := grpc.MethodFromServerStream(stream)
 	if !ok {
@@ -112,6 +115,10 @@ func parseCall(stream grpc.ServerStream) (call, error) {
 		return call{}, methodError(fullMethod, err)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
+	if n := MetadataSize(md); n > maxMetadata {
+		reg.limitHit(LimitMetadataSize)
+		return call{}, status.Errorf(codes.ResourceExhausted, "request metadata is %d bytes, larger than the limit (--max-metadata-bytes) of %d bytes", n, maxMetadata)
+	}
 	agentID, err := AgentIDFromMetadata(md)
 	if err != nil {
 		return call{}, err

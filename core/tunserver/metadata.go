@@ -54,6 +54,21 @@ func AgentIDFromMetadata(md metadata.MD) (int64, error) {
 	return id, nil
 }
 
+// DefaultMaxMetadataBytes bounds a routed call's request metadata, counted as HTTP/2 counts a header
+// list (name + value + 32 bytes per field). Proxies commonly allow 60 to 64 KiB of request headers.
+const DefaultMaxMetadataBytes = 64 << 10
+
+// MetadataSize is md's size as HTTP/2 counts a header list: name + value + 32 bytes per field.
+func MetadataSize(md metadata.MD) int {
+	n := 0
+	for k, vals := range md {
+		for _, v := range vals {
+			n += len(k) + len(v) + 32
+		}
+	}
+	return n
+}
+
 // toGateway is the metadata the routing kas forwards to a gateway kas: the caller's metadata without
 // reserved headers and without the caller's credentials (kas authenticates kas with its own).
 func toGateway(md metadata.MD) metadata.MD {

@@ -57,10 +57,9 @@ func (gt *gatewayTarget) send(f frame) error {
 	return gt.cs.SendMsg(&grpctool.RawFrame{Data: f.data})
 }
 
-// requestPump copies the caller's request frames to the current target. It starts reading before a
-// gateway is found, so that the request info and the first messages leave together once one is; until
-// the agent accepts the call (its first message), it keeps what it read, so that the call can move to
-// another tunnel or gateway.
+// requestPump copies the caller's request frames to the current target. It starts reading once a
+// target is attached; until the agent accepts the call (its first message), it keeps what it read, so
+// that the call can move to another tunnel or gateway.
 type requestPump struct {
 	src   grpc.ServerStream
 	info  *rpc.ConnectResponse
@@ -135,6 +134,13 @@ func (p *requestPump) accept() {
 
 func (p *requestPump) run() {
 	ctx := p.src.Context()
+	// Nothing is read before the call has somewhere to go: a call that waits for a tunnel holds no
+	// more of its request than gRPC's flow-control window, whatever the caller sends.
+	select {
+	case <-p.attached:
+	case <-ctx.Done():
+		return
+	}
 	for {
 		var raw grpctool.RawFrame
 		err := p.src.RecvMsg(&raw)

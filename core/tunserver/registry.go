@@ -33,6 +33,7 @@ type Registry struct {
 	busy    atomic.Int64
 	waiting atomic.Int64
 	agents  atomic.Int64
+	pending atomic.Int64
 }
 
 type stripe struct {
@@ -49,6 +50,10 @@ type agentEntry struct {
 	waiting []*findRequest
 	// tunnels that are not done, in any state.
 	tunnels int
+	// pending are Connect streams of the agent that were admitted but have not sent their descriptor
+	// yet: they count against MaxTunnelsPerAgent from the start, so that streams which never finish
+	// their handshake cannot pile up uncounted.
+	pending int
 }
 
 type findRequest struct {
@@ -80,12 +85,18 @@ type RegistryLimits struct {
 	// MaxWaitingPerAgent bounds the calls waiting for a tunnel of one agent: more fail at once with
 	// ResourceExhausted instead of queueing without bound.
 	MaxWaitingPerAgent int
+	// MaxWaiting bounds the calls waiting for a tunnel on this kas, whatever their agent: agent ids are
+	// the caller's to choose, so a per-agent bound alone does not bound the whole.
+	MaxWaiting int
 }
 
 // Limit names, for the metric counting rejections.
 const (
 	LimitTunnelsPerAgent = "tunnels_per_agent"
 	LimitWaitingPerAgent = "waiting_calls_per_agent"
+	LimitWaiting         = "waiting_calls"
+	LimitWaitingByCaller = "waiting_calls_per_caller"
+	LimitMetadataSize    = "metadata_size"
 	LimitTunnelRate      = "tunnel_rate"
 	LimitMessageSize     = "message_size"
 	LimitDescriptorSize  = "descriptor_size"
@@ -120,6 +131,8 @@ type RegistryStats struct {
 	BusyTunnels     int64
 	WaitingCalls    int64
 	ConnectedAgents int64
+	// PendingTunnels are Connect streams admitted that have not sent their descriptor yet.
+	PendingTunnels int64
 }
 
 // Stats returns the current gauges.
@@ -129,6 +142,7 @@ func (r *Registry) Stats() RegistryStats {
 		BusyTunnels:     r.busy.Load(),
 		WaitingCalls:    r.waiting.Load(),
 		ConnectedAgents: r.agents.Load(),
+		PendingTunnels:  r.pending.Load(),
 	}
 }
 
@@ -183,10 +197,31 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 		r.forgetIfEmptyLocked(s, agentID, e)
 		return false, h
 	}
+	if err := r.admitWaiting(); err != nil {
+		h.err = err
+		r.forgetIfEmptyLocked(s, agentID, e)
+		return false, h
+	}
 	h.req = &findRequest{service: service, method: method, ch: make(chan *Tunnel, 1)}
 	e.waiting = append(e.waiting, h.req)
-	r.waiting.Add(1)
 	return false, h
+}
+
+// admitWaiting counts one more waiting call unless kas already holds MaxWaiting. The count is taken
+// before the call joins a line (compare-and-swap, as the stripes lock separately), so concurrent calls
+// never push it past the bound.
+func (r *Registry) admitWaiting() error {
+	max := int64(r.limits.MaxWaiting)
+	for {
+		n := r.waiting.Load()
+		if max > 0 && n >= max {
+			r.limitHit(LimitWaiting)
+			return status.Errorf(codes.ResourceExhausted, "%d calls already wait for a tunnel on this kas, the limit (--max-waiting-calls) is %d", n, max)
+		}
+		if r.waiting.CompareAndSwap(n, n+1) {
+			return nil
+		}
+	}
 }
 
 // Get returns the tunnel, waiting for one if none was available at once. It returns ctx's error when ctx
@@ -250,23 +285,61 @@ func (h *FindHandle) Done() {
 	}
 }
 
-// addTunnel puts a new tunnel in the registry: it serves the oldest waiting call that it can serve, or
-// waits idle. It fails only when the registry has stopped.
-func (r *Registry) addTunnel(t *Tunnel) error {
-	s := r.stripe(t.agentID)
+// reserveTunnel admits a Connect stream of the agent before its handshake: it counts against
+// MaxTunnelsPerAgent from now on, as a pending tunnel. Every reservation ends in addTunnel or in
+// cancelReservation.
+func (r *Registry) reserveTunnel(agentID int64) error {
+	s := r.stripe(agentID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return errShuttingDown
 	}
-	e := s.agents[t.agentID]
+	e := s.agents[agentID]
 	if e == nil {
 		e = &agentEntry{}
-		s.agents[t.agentID] = e
+		s.agents[agentID] = e
 	}
-	if max := r.limits.MaxTunnelsPerAgent; max > 0 && e.tunnels >= max {
+	if max := r.limits.MaxTunnelsPerAgent; max > 0 && e.tunnels+e.pending >= max {
 		r.limitHit(LimitTunnelsPerAgent)
-		return status.Errorf(codes.ResourceExhausted, "agent %d already has %d tunnels on this kas, the limit (--max-tunnels-per-agent) is %d", t.agentID, e.tunnels, max)
+		err := status.Errorf(codes.ResourceExhausted, "agent %d already has %d tunnels on this kas (%d of them still in their handshake), the limit (--max-tunnels-per-agent) is %d", agentID, e.tunnels+e.pending, e.pending, max)
+		r.forgetIfEmptyLocked(s, agentID, e)
+		return err
+	}
+	e.pending++
+	r.pending.Add(1)
+	return nil
+}
+
+// cancelReservation gives back the reservation of a stream whose handshake failed.
+func (r *Registry) cancelReservation(agentID int64) {
+	s := r.stripe(agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.agents[agentID]; e != nil && e.pending > 0 {
+		e.pending--
+		r.pending.Add(-1)
+		r.forgetIfEmptyLocked(s, agentID, e)
+	}
+}
+
+// addTunnel turns the agent's reservation (see reserveTunnel) into a tunnel: it serves the oldest
+// waiting call that it can serve, or waits idle. It fails only when the registry has stopped; the
+// reservation is gone either way.
+func (r *Registry) addTunnel(t *Tunnel) error {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.agents[t.agentID]
+	if e == nil || e.pending == 0 {
+		// Not reached: AgentAPI reserves first. Refuse rather than hold an uncounted tunnel.
+		return status.Errorf(codes.Internal, "tunnel of agent %d added without a reservation", t.agentID)
+	}
+	e.pending--
+	r.pending.Add(-1)
+	if s.stopped {
+		r.forgetIfEmptyLocked(s, t.agentID, e)
+		return errShuttingDown
 	}
 	e.tunnels++
 	if e.tunnels == 1 {
@@ -389,7 +462,7 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 }
 
 func (r *Registry) forgetIfEmptyLocked(s *stripe, agentID int64, e *agentEntry) {
-	if e.tunnels == 0 && len(e.waiting) == 0 {
+	if e.tunnels == 0 && e.pending == 0 && len(e.waiting) == 0 {
 		delete(s.agents, agentID)
 	}
 }
@@ -458,7 +531,7 @@ func (r *Registry) Stop() {
 			for _, t := range slices.Clone(e.idle) {
 				r.finishLocked(s, t, nil, rpc.EndReasonShutdown)
 			}
-			if e.tunnels == 0 {
+			if e.tunnels == 0 && e.pending == 0 {
 				delete(s.agents, id)
 			}
 		}

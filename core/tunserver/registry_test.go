@@ -36,6 +36,9 @@ func desc(t *testing.T, methods ...string) descriptorIndex {
 func newIdle(t *testing.T, r *Registry, methods ...string) *Tunnel {
 	t.Helper()
 	tun := newTunnel(1, desc(t, methods...), nil)
+	if err := r.reserveTunnel(1); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.addTunnel(tun); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +289,9 @@ func TestRaceTunnelArrivesAsCallGivesUp(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			tun = newTunnel(1, descriptorIndex{services: map[string]map[string]struct{}{testService: nil}}, nil)
-			_ = r.addTunnel(tun)
+			if r.reserveTunnel(1) == nil {
+				_ = r.addTunnel(tun)
+			}
 		}()
 		go func() {
 			defer wg.Done()
@@ -348,7 +353,7 @@ func TestStopFailsWaitingCallsAndRefusesNewOnes(t *testing.T) {
 		t.Fatalf("new call after stop: %v", err)
 	}
 	h2.Done()
-	if err := r.addTunnel(newTunnel(1, desc(t), nil)); status.Code(err) != codes.Unavailable {
+	if err := r.reserveTunnel(1); status.Code(err) != codes.Unavailable {
 		t.Fatalf("new tunnel after stop: %v", err)
 	}
 	wantStats(t, r, RegistryStats{})

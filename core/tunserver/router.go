@@ -37,6 +37,12 @@ type RouterConfig struct {
 	PrivateServer grpc.ServiceRegistrar
 	// FindTimeout bounds the wait for a tunnel. Zero means DefaultFindTimeout.
 	FindTimeout time.Duration
+	// MaxMetadataBytes bounds a call's request metadata (see MetadataSize). Zero means
+	// DefaultMaxMetadataBytes.
+	MaxMetadataBytes int
+	// MaxWaitingPerCaller bounds the calls of one caller (see WithCaller; callers without one count as
+	// one) that wait for a tunnel at once. Zero means no limit.
+	MaxWaitingPerCaller int
 	// Meter records the routing metrics. Nil records nothing.
 	Meter metric.Meter
 	// Tracer records routing spans (route, find gateway, forward). Nil records nothing; trace context
@@ -52,6 +58,7 @@ type Router struct {
 	cfg     RouterConfig
 	metrics *routingMetrics
 	gateway *gatewayHandler
+	waits   *callerWaits
 	log     *slog.Logger
 }
 
@@ -70,11 +77,17 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.FindTimeout < 0 {
 		errs = append(errs, fmt.Errorf("find timeout must not be negative, got %s", cfg.FindTimeout))
 	}
+	if cfg.MaxMetadataBytes < 0 || cfg.MaxWaitingPerCaller < 0 {
+		errs = append(errs, errors.New("metadata and waiting-call limits must not be negative"))
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("router config: %w", errors.Join(errs...))
 	}
 	if cfg.FindTimeout == 0 {
 		cfg.FindTimeout = DefaultFindTimeout
+	}
+	if cfg.MaxMetadataBytes == 0 {
+		cfg.MaxMetadataBytes = DefaultMaxMetadataBytes
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -89,7 +102,8 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	return &Router{
 		cfg:     cfg,
 		metrics: m,
-		gateway: &gatewayHandler{registry: cfg.Registry, replayLimit: DefaultReplayLimit, log: cfg.Log, tracer: cfg.Tracer},
+		gateway: &gatewayHandler{registry: cfg.Registry, replayLimit: DefaultReplayLimit, maxMetadata: cfg.MaxMetadataBytes, log: cfg.Log, tracer: cfg.Tracer},
+		waits:   newCallerWaits(cfg.MaxWaitingPerCaller, cfg.Registry),
 		log:     cfg.Log,
 	}, nil
 }
@@ -129,7 +143,7 @@ func bidiServiceDesc(desc *grpc.ServiceDesc, h grpc.StreamHandler) *grpc.Service
 // RouteStream routes one call: it is a grpc.StreamHandler, usable as a server's unknown service handler
 // to route any method.
 func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
-	c, err := parseCall(stream)
+	c, err := parseCall(stream, r.cfg.MaxMetadataBytes, r.cfg.Registry)
 	if err != nil {
 		return err
 	}
@@ -157,7 +171,13 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 			req.Metadata = c.md.Copy()
 			tracing.Propagator.Inject(fctx, tracing.MDCarrier(req.Metadata))
 		}
+		waiter, err := r.waits.admit(stream.Context())
+		if err != nil {
+			endSpan(fspan, err)
+			return err
+		}
 		gw, err := r.cfg.Finder.FindGateway(fctx, req)
+		r.waits.release(waiter)
 		if gw.URL != "" {
 			fspan.SetAttributes(attribute.String("tunnel.gateway", gw.URL))
 		}
@@ -251,7 +271,12 @@ func (w *callerWriter) agentMessage(m *rpc.ConnectRequest) error {
 // trailers-only, exactly as the service's own would be.
 func (w *callerWriter) header(h *rpc.Header) error {
 	if md := fromAgent(rpc.ValuesToMeta(h.GetMeta())); len(md) > 0 {
-		return w.caller.SendHeader(md)
+		err := w.caller.SendHeader(md)
+		if err != nil && w.caller.Context().Err() == nil {
+			// The caller is still there: gRPC refused the header itself.
+			return status.Errorf(codes.Internal, "the agent's response header is not valid gRPC metadata: %s", status.Convert(err).Message())
+		}
+		return err
 	}
 	return nil
 }

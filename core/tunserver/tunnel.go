@@ -76,6 +76,8 @@ type Tunnel struct {
 	agentID int64
 	desc    descriptorIndex
 	stream  rpc.ReverseTunnel_ConnectServer
+	// maxSend is the largest message the stream may send (0: not checked here).
+	maxSend int
 
 	mu    sync.Mutex
 	state TunnelState
