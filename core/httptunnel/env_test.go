@@ -39,6 +39,8 @@ type fixture struct {
 type fixtureConfig struct {
 	// upstreamURL overrides the agent's upstream (default: the httptest server).
 	upstreamURL string
+	// upstreamPath is the base path of the agent's upstream on the httptest server.
+	upstreamPath string
 	// register replaces the HTTP upstream on the agent.
 	register    func(a *tunclient.Agent)
 	findTimeout time.Duration
@@ -54,7 +56,7 @@ func start(t *testing.T, upstream http.Handler, cfg fixtureConfig) *fixture {
 	}
 	f.upstream = httptest.NewServer(upstream)
 	t.Cleanup(f.upstream.Close)
-	upURL := f.upstream.URL
+	upURL := f.upstream.URL + cfg.upstreamPath
 	if cfg.upstreamURL != "" {
 		upURL = cfg.upstreamURL
 	}

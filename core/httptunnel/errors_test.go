@@ -5,7 +5,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,6 +163,85 @@ func TestBadRequests(t *testing.T) {
 			t.Fatalf("status %d, %q, %v", resp.StatusCode, body, err)
 		}
 	})
+}
+
+// TestNoPathLeavesUpstreamBase sends every traversal form through kas as a client can (raw, as curl
+// --path-as-is does), and straight to the agent as a hostile kas could: the upstream, whose base path is
+// /base/, never sees a path that resolves outside it. kas refuses with 400 before calling the agent, the
+// agent with InvalidArgument; the look-alikes reach the upstream as sent.
+func TestNoPathLeavesUpstreamBase(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	f := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path)
+		mu.Unlock()
+		_, _ = io.WriteString(w, "saw "+r.URL.EscapedPath())
+	}), fixtureConfig{upstreamPath: "/base/"})
+	for proto, client := range f.clients() {
+		// The path goes on the wire exactly as written: Opaque is not escaped or cleaned.
+		raw := func(t *testing.T, p string) (*http.Response, string) {
+			req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, f.kasURL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.URL.Opaque = "/agents/1" + p
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = resp.Body.Close() }()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp, string(body)
+		}
+		for _, tc := range httptunnel.TraversalForms {
+			t.Run(proto+"/refused"+tc.Path, func(t *testing.T) {
+				resp, body := raw(t, tc.Path)
+				wantOneLine(t, resp, body, http.StatusBadRequest, "bad request: path segment", tc.Says)
+			})
+		}
+		for _, p := range httptunnel.LegitForms {
+			t.Run(proto+"/passed"+p, func(t *testing.T) {
+				resp, body := raw(t, p)
+				if resp.StatusCode != http.StatusOK || body != "saw /base"+p {
+					t.Fatalf("%d %q, want 200 %q", resp.StatusCode, body, "saw /base"+p)
+				}
+			})
+		}
+	}
+	for _, tc := range httptunnel.TraversalForms {
+		t.Run("hostile kas"+tc.Path, func(t *testing.T) {
+			stream, err := httptunnel.NewHTTPTunnelClient(f.env.Kas.InternalConn()).Exchange(testenv.AgentCtx(ctx(t), 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = stream.Send(&httptunnel.HTTPRequest{Msg: &httptunnel.HTTPRequest_Header_{Header: &httptunnel.HTTPRequest_Header{Method: http.MethodGet, Path: tc.Path}}})
+			_ = stream.Send(&httptunnel.HTTPRequest{Msg: &httptunnel.HTTPRequest_End_{End: &httptunnel.HTTPRequest_End{}}})
+			_ = stream.CloseSend()
+			for err == nil {
+				_, err = stream.Recv()
+			}
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), tc.Says) {
+				t.Fatalf("got %v, want InvalidArgument saying %q", err, tc.Says)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Resolved as a file server would, a backslash taken for a slash as some do.
+	for _, p := range seen {
+		if r := path.Clean(strings.ReplaceAll(p, `\`, "/")); !strings.HasPrefix(r+"/", "/base/") {
+			t.Errorf("the upstream saw %q, which resolves to %q, outside /base/", p, r)
+		}
+	}
+	if want := len(f.clients()) * len(httptunnel.LegitForms); len(seen) != want {
+		t.Errorf("the upstream saw %d requests, want %d (the look-alikes only): %q", len(seen), want, seen)
+	}
 }
 
 // misbehaving is an agent-side HTTPTunnel service that answers with whatever a test wants.

@@ -36,7 +36,8 @@ func NewHandler(conn grpc.ClientConnInterface, opts ...Option) *Handler {
 
 // ParsePath splits an escaped request path PathPrefix + "{agentID}/{rest}" into the agent id and the
 // escaped path "/{rest}" for the agent. "/agents/{agentID}" alone is the agent's "/". A path outside
-// PathPrefix is ok=false with a nil error; a bad agent id is an error.
+// PathPrefix is ok=false with a nil error; a bad agent id is an error, and so is a rest that could lead
+// out of the upstream's base path (a dot segment, an encoded slash, a backslash, NUL: see checkPath).
 func ParsePath(escapedPath string) (agentID int64, rest string, ok bool, err error) {
 	after, found := strings.CutPrefix(escapedPath, PathPrefix)
 	if !found {
@@ -47,14 +48,17 @@ func ParsePath(escapedPath string) (agentID int64, rest string, ok bool, err err
 	if err != nil || strconv.FormatInt(agentID, 10) != id { // one spelling per agent: no "+1", no "01"
 		return 0, "", true, fmt.Errorf("agent id %q is not a decimal int64", truncate(id, 64))
 	}
+	if err := checkPath(rest); err != nil {
+		return 0, "", true, err
+	}
 	return agentID, "/" + rest, true, nil
 }
 
 // ServeHTTP forwards one request. Before the response started, failures are answered with a one-line
-// plain-text reason: 400 for a bad path or request body (413 for a body cut by a limit), 504 when no
-// tunnel to the agent showed up in time, 502 otherwise. After it started, a failure aborts the response
-// (the connection is closed, or the HTTP/2 stream reset), so that a client never takes a truncated body
-// for a complete one.
+// plain-text reason: 400 for a bad path (before any call to the agent) or request body (413 for a body
+// cut by a limit), 504 when no tunnel to the agent showed up in time, 502 otherwise. After it started, a
+// failure aborts the response (the connection is closed, or the HTTP/2 stream reset), so that a client
+// never takes a truncated body for a complete one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	agentID, path, ok, err := ParsePath(r.URL.EscapedPath())
 	switch {

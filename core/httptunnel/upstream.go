@@ -230,10 +230,14 @@ func (u *Upstream) newRequest(ctx context.Context, hdr *HTTPRequest_Header, body
 	return req, nil
 }
 
-// target joins the upstream's base URL and an escaped request path and query.
+// target joins the upstream's base URL and an escaped request path and query. A path that could lead
+// out of the base path is refused here too: kas refuses it first, but an older or hostile kas may not.
 func (u *Upstream) target(escapedPath, rawQuery string) (*url.URL, error) {
 	if !strings.HasPrefix(escapedPath, "/") {
 		return nil, errors.New("must start with /")
+	}
+	if err := checkPath(escapedPath); err != nil {
+		return nil, err
 	}
 	path, err := url.PathUnescape(escapedPath)
 	if err != nil {
@@ -242,6 +246,10 @@ func (u *Upstream) target(escapedPath, rawQuery string) (*url.URL, error) {
 	t := *u.base
 	t.Path = strings.TrimSuffix(u.base.Path, "/") + path
 	t.RawPath = strings.TrimSuffix(u.base.EscapedPath(), "/") + escapedPath
+	// Whatever checkPath lets through, the path the upstream decodes must resolve under the base path.
+	if !underBase(t.Path, u.base.Path) {
+		return nil, fmt.Errorf("resolves outside the base path %q", u.base.Path)
+	}
 	switch {
 	case u.base.RawQuery == "":
 		t.RawQuery = rawQuery

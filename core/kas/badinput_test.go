@@ -1,6 +1,7 @@
 package kas_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -949,7 +950,7 @@ func badSlowloris(t *testing.T, f *badFixture) badAnswer {
 }
 
 func badHTTPCases() []badCase {
-	return []badCase{
+	cases := []badCase{
 		{
 			name:   "http/slowloris",
 			run:    badSlowloris,
@@ -994,5 +995,60 @@ func badHTTPCases() []badCase {
 			run:  badHTTPCall(http.MethodGet, "/agents/99/x", nil),
 			http: http.StatusGatewayTimeout, says: []string{"no tunnel to agent 99"},
 		},
+	}
+	// Paths that could lead out of the agent's upstream base path, sent as curl --path-as-is does. kas
+	// refuses them with 400 before calling the agent (the agent's own refusal would be a 502).
+	for _, p := range []struct{ path, says string }{
+		{"../secret", `path segment ".." is a dot segment`},
+		{"%2e%2e/secret", `path segment "%2e%2e" is a dot segment`},
+		{"%2E%2E/secret", `path segment "%2E%2E" is a dot segment`},
+		{".%2e/secret", `path segment ".%2e" is a dot segment`},
+		{"%2e./", `path segment "%2e." is a dot segment`},
+		{"a/../../secret", `path segment ".." is a dot segment`},
+		{"./x", `path segment "." is a dot segment`},
+		{"%2e/x", `path segment "%2e" is a dot segment`},
+		{"a/..", `path segment ".." is a dot segment`},
+		{"..", `path segment ".." is a dot segment`},
+		{"..;/secret", `path segment "..;" is a dot segment`},
+		{"..%2fsecret", `path segment "..%2fsecret" has an encoded slash`},
+		{"..%2Fsecret", `path segment "..%2Fsecret" has an encoded slash`},
+		{"%2e%2e%2fsecret", `path segment "%2e%2e%2fsecret" has an encoded slash`},
+		{"a%2fb", `path segment "a%2fb" has an encoded slash`},
+		{`..\secret`, `path segment "..%5Csecret" has a backslash`}, // Go's server escapes the raw backslash
+		{"..%5csecret", `path segment "..%5csecret" has a backslash`},
+		{"a%00b", `path segment "a%00b" has a NUL`},
+	} {
+		cases = append(cases, badCase{
+			name: "http/path " + p.path,
+			run:  badHTTPRawPath("/agents/1/" + p.path),
+			http: http.StatusBadRequest, says: []string{"bad request: " + p.says},
+		})
+	}
+	return cases
+}
+
+// badHTTPRawPath sends GET path on a connection of its own, exactly as written: Go's client would
+// escape a raw backslash.
+func badHTTPRawPath(path string) func(t *testing.T, f *badFixture) badAnswer {
+	return func(t *testing.T, f *badFixture) badAnswer {
+		c, err := net.Dial("tcp", f.e.Kas.Addrs().HTTP.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = c.Close() }()
+		_ = c.SetDeadline(time.Now().Add(badBound))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: kas\r\nConnection: close\r\n\r\n", path); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("GET %s: read body: %v", path, err)
+		}
+		return badAnswer{http: resp.StatusCode, msg: string(b)}
 	}
 }

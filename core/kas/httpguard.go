@@ -38,7 +38,9 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "invalid caller token", http.StatusUnauthorized)
 			return
 		}
-		if id, _, ok, _ := httptunnel.ParsePath(r.URL.EscapedPath()); ok && !caller.MayReach(id) {
+		// A path ParsePath refuses goes on to the handler, which answers 400 naming the problem without
+		// calling any agent (and not a 403 for the agent id 0 that an error comes with).
+		if id, _, ok, err := httptunnel.ParsePath(r.URL.EscapedPath()); ok && err == nil && !caller.MayReach(id) {
 			http.Error(w, tunserver.PermissionError(id).Error(), http.StatusForbidden)
 			return
 		}

@@ -181,6 +181,19 @@ func TestSecureKasAuthorizesCallers(t *testing.T) {
 			t.Errorf("HTTP %s: %d %q, want %d saying %q", c.name, resp.StatusCode, body, c.code, c.body)
 		}
 	}
+	// A path that could leave the upstream's base path is the caller's bad request, whatever its token
+	// may reach: a 400 that names the problem, not a 403 for an agent id that did not parse.
+	req, _ := http.NewRequestWithContext(testCtx(t), http.MethodGet, fmt.Sprintf("https://%s/agents/1/%%2e%%2e/secret", e.Kas.Addrs().HTTP), nil)
+	req.Header.Set("Authorization", "Bearer "+teamToken)
+	resp, err := e.https.Do(req)
+	if err != nil {
+		t.Fatalf("HTTP traversal: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), `path segment "%2e%2e" is a dot segment`) {
+		t.Errorf("HTTP traversal: %d %q, want 400 naming the dot segment", resp.StatusCode, body)
+	}
 
 	for _, secret := range []string{teamToken, opsToken, testenv.Token(1), testenv.Token(2)} {
 		if strings.Contains(e.log.String(), secret) {
