@@ -98,6 +98,7 @@ func TestBadInputCatalogue(t *testing.T) {
 	cases = append(cases, badPublicAPICases()...)
 	cases = append(cases, badPrivateAPICases()...)
 	cases = append(cases, badHTTPCases()...)
+	cases = append(cases, badHostileCases()...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := c.run(t, f)
@@ -170,7 +171,10 @@ func startBadFixture(t *testing.T) *badFixture {
 			c.PrivateAPISecret = secret
 			c.FindTimeout = badFindTimeout
 			c.Limits = kas.Limits{
-				MaxWaitingPerAgent:    badMaxWaiting,
+				MaxTunnelsPerAgent:     badMaxTunnels,
+				MaxWaiting:             badMaxWaitingAll,
+				TunnelHandshakeTimeout: badHandshake,
+				MaxWaitingPerAgent:     badMaxWaiting,
 				HTTPReadHeaderTimeout: badHeaderTimeout,
 				MaxHTTPHeaderBytes:    badMaxHeaderBytes,
 				MaxHTTPBody:           badMaxBody,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -386,4 +387,61 @@ func TestDescriptorIndex(t *testing.T) {
 	if _, err := newDescriptorIndex(many); err == nil {
 		t.Error("an oversized descriptor was accepted")
 	}
+}
+
+func TestWaitingIsBoundedAcrossAgents(t *testing.T) {
+	r := NewRegistry(nil, 0)
+	var hits []string
+	r.SetLimits(RegistryLimits{MaxWaiting: 3}, func(l string) { hits = append(hits, l) })
+	var handles []*FindHandle
+	for id := range int64(3) {
+		_, h := r.FindTunnel(id+10, testService, "M")
+		handles = append(handles, h)
+	}
+	_, h := r.FindTunnel(99, testService, "M")
+	if _, err := h.Get(context.Background()); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "--max-waiting-calls") {
+		t.Fatalf("fourth waiting call: %v", err)
+	}
+	h.Done()
+	if len(hits) != 1 || hits[0] != LimitWaiting {
+		t.Fatalf("limit hits %v", hits)
+	}
+	wantStats(t, r, RegistryStats{WaitingCalls: 3})
+	handles[0].Done()
+	_, h = r.FindTunnel(99, testService, "M") // a place is free again
+	if h.err != nil {
+		t.Fatalf("after one left: %v", h.err)
+	}
+	h.Done()
+	for _, h := range handles[1:] {
+		h.Done()
+	}
+	wantStats(t, r, RegistryStats{})
+}
+
+func TestPendingTunnelsCountAgainstTheLimit(t *testing.T) {
+	r := NewRegistry(nil, 0)
+	r.SetLimits(RegistryLimits{MaxTunnelsPerAgent: 2}, nil)
+	for range 2 {
+		if err := r.reserveTunnel(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantStats(t, r, RegistryStats{PendingTunnels: 2})
+	if err := r.reserveTunnel(1); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "still in their handshake") {
+		t.Fatalf("third: %v", err)
+	}
+	if err := r.reserveTunnel(2); err != nil { // another agent is not affected
+		t.Fatal(err)
+	}
+	r.cancelReservation(2)
+	if err := r.addTunnel(newTunnel(1, desc(t), nil)); err != nil {
+		t.Fatal(err)
+	}
+	r.cancelReservation(1)
+	wantStats(t, r, RegistryStats{IdleTunnels: 1, ConnectedAgents: 1})
+	if err := r.reserveTunnel(1); err != nil {
+		t.Fatalf("after a handshake failed: %v", err)
+	}
+	r.cancelReservation(1)
 }

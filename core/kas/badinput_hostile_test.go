@@ -1,0 +1,159 @@
+package kas_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+)
+
+// The hostile-client cases: inputs with which one party could cost another its tunnels, or make kas hold
+// what it had not counted. Each failed before its fix.
+
+// Fixture limits these cases drive to the edge.
+const (
+	badMaxTunnels = 30
+	// badMaxWaitingAll is the kas-wide bound; badMaxWaiting (per agent) is below it.
+	badMaxWaitingAll = 4
+	badHandshake     = 300 * time.Millisecond
+)
+
+// badBigMD is request metadata of n bytes in one value, for agent id.
+func badBigMD(id string, n int) metadata.MD {
+	return badAgentMD(id, "x-big", strings.Repeat("m", n))
+}
+
+func badHostileCases() []badCase {
+	return []badCase{
+		{
+			// Used to end every tunnel of the agent in turn (each failed to carry the request info) and make
+			// the agent back off for seconds, while the caller got DeadlineExceeded.
+			name: "public/metadata far over a tunnel message",
+			run:  badPublicCall(badEmptyCall, badBigMD("1", kas.DefaultMaxMessageSize+(128<<10)), nil),
+			code: codes.ResourceExhausted, says: []string{"request metadata is", "--max-metadata-bytes"},
+		},
+		{
+			name: "public/metadata over the limit",
+			run:  badPublicCall(badEmptyCall, badBigMD("1", tunserver.DefaultMaxMetadataBytes), nil),
+			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes", fmt.Sprint(tunserver.DefaultMaxMetadataBytes)},
+		},
+		{
+			name: "in-process/metadata over the limit",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				_, err := badRawCall(badCtx(t), f.e.Kas.InternalConn(), badEmptyCall, badBigMD("1", 2*tunserver.DefaultMaxMetadataBytes), nil)
+				return badStatusOf(err)
+			},
+			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes"},
+		},
+		{
+			name: "private/valid JWT, metadata over the limit",
+			run:  badPrivateCall(badValidJWT, false, badBigMD("1", 2*tunserver.DefaultMaxMetadataBytes), nil),
+			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes"},
+		},
+		{
+			name: "public/too many calls waiting on this kas",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				// Each call is for another absent agent: the per-agent bound never bites.
+				conn := badDial(t, f.e.Kas.Addrs().API)
+				ctx := badCtx(t)
+				waiting := make(chan error, badMaxWaitingAll)
+				for i := range badMaxWaitingAll {
+					go func() {
+						_, err := badRawCall(ctx, conn, badEmptyCall, badAgentMD(fmt.Sprint(200+i)), nil)
+						waiting <- err
+					}()
+				}
+				badWaitFor(t, "the calls to wait", func() error {
+					if st := f.e.Kas.Registry().Stats(); st.WaitingCalls != badMaxWaitingAll {
+						return fmt.Errorf("registry %+v", st)
+					}
+					return nil
+				})
+				_, err := badRawCall(ctx, conn, badEmptyCall, badAgentMD("299"), nil)
+				for range badMaxWaitingAll {
+					badWantStatus(t, "waiting call", badWait(t, waiting, "a waiting call"), codes.DeadlineExceeded, "no tunnel to agent")
+				}
+				return badStatusOf(err)
+			},
+			code: codes.ResourceExhausted, says: []string{"--max-waiting-calls)", fmt.Sprint(badMaxWaitingAll)},
+		},
+		{
+			name: "agent/no descriptor within the handshake timeout",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				s, _ := f.tunnel(t, badBearer(badRawAgent))
+				return badStatusOf(badTunnelEnd(s))
+			},
+			code: codes.DeadlineExceeded, says: []string{"no descriptor within", "--tunnel-handshake-timeout"},
+		},
+		{
+			// Streams that never send a descriptor used to be held without bound and uncounted.
+			name: "agent/silent streams count against the tunnel limit",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				rc := badDial(t, f.e.Kas.Addrs().Agent)
+				streams := make([]rpc.ReverseTunnel_ConnectClient, badMaxTunnels)
+				for i := range streams {
+					s, err := rpc.NewReverseTunnelClient(rc).Connect(metadata.AppendToOutgoingContext(badCtx(t), "authorization", badBearer(badRawAgent)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					streams[i] = s
+				}
+				badWaitFor(t, "kas to admit the silent streams", func() error {
+					if st := f.e.Kas.Registry().Stats(); st.PendingTunnels != badMaxTunnels {
+						return fmt.Errorf("registry %+v", st)
+					}
+					return nil
+				})
+				s, err := rpc.NewReverseTunnelClient(rc).Connect(metadata.AppendToOutgoingContext(badCtx(t), "authorization", badBearer(badRawAgent)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				extra := badTunnelEnd(s)
+				for _, s := range streams { // the admitted ones end at their handshake timeout
+					badWantStatus(t, "silent stream", badTunnelEnd(s), codes.DeadlineExceeded, "no descriptor within")
+				}
+				return badStatusOf(extra)
+			},
+			code: codes.ResourceExhausted, says: []string{fmt.Sprintf("agent %d already has %d tunnels", badRawAgent, badMaxTunnels), "still in their handshake", "--max-tunnels-per-agent"},
+		},
+		{
+			// Over the agent server's own receive bound (the message limit plus the envelope's room): gRPC
+			// refuses it before kas sees it. It used to reach the caller as Unavailable, inviting retries.
+			name: "agent/response message over the envelope",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				s, _, call := f.routed(t, badEmptyCall, nil)
+				big := &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: make([]byte, kas.DefaultMaxMessageSize+(128<<10))}}}
+				for _, m := range []*rpc.ConnectRequest{badHeaderMsg, big} {
+					if err := s.Send(m); err != nil {
+						break
+					}
+				}
+				badWantStatus(t, "agent", badTunnelEnd(s), codes.ResourceExhausted, "larger than max")
+				return badStatusOf(badWait(t, call, "the caller"))
+			},
+			code: codes.ResourceExhausted, says: []string{fmt.Sprintf("agent %d sent a response message larger than the limit (--max-message-size)", badRawAgent)},
+		},
+		{
+			// kas refuses a header that is not valid metadata; the agent used to be told that the caller
+			// went away although the caller was still there.
+			name: "agent/header that is not valid metadata",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				s, _, call := f.routed(t, badEmptyCall, nil)
+				bad := &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: map[string]*rpc.Values{"x-bad": {Value: [][]byte{[]byte("a\x01b")}}}}}}
+				if err := s.Send(bad); err != nil {
+					t.Fatal(err)
+				}
+				badWantStatus(t, "caller", badWait(t, call, "the caller"), codes.Internal, "the agent's response header is not valid gRPC metadata")
+				return badStatusOf(badTunnelEnd(s))
+			},
+			code: codes.Internal, says: []string{"kas refused the answer", "not valid gRPC metadata"},
+		},
+	}
+}
