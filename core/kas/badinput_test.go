@@ -175,9 +175,9 @@ func startBadFixture(t *testing.T) *badFixture {
 				MaxWaiting:             badMaxWaitingAll,
 				TunnelHandshakeTimeout: badHandshake,
 				MaxWaitingPerAgent:     badMaxWaiting,
-				HTTPReadHeaderTimeout: badHeaderTimeout,
-				MaxHTTPHeaderBytes:    badMaxHeaderBytes,
-				MaxHTTPBody:           badMaxBody,
+				HTTPReadHeaderTimeout:  badHeaderTimeout,
+				MaxHTTPHeaderBytes:     badMaxHeaderBytes,
+				MaxHTTPBody:            badMaxBody,
 			}
 		},
 		// Tunnels a pool opened for a burst close soon after: at rest every pool is back to its minimum.
