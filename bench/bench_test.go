@@ -7,9 +7,8 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"google.golang.org/grpc/metadata"
-
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
 
 // The benchmarks below are for profiling one path with the Go tools, for example:
@@ -43,7 +42,7 @@ func benchUnary(b *testing.B, path Path, size int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+	md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1")
 	call := newCall(ShapeUnary, size, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -85,7 +84,7 @@ func benchUnaryC64(b *testing.B, path Path) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+	md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1")
 	b.ReportAllocs()
 	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
 	b.ResetTimer()

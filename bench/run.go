@@ -12,7 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
 // Run defaults.
@@ -203,7 +203,7 @@ func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	case PathDirect:
 		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
 	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
-		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
+		md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
 		conn, err := topo.PathConn(c.Path)
 		if err != nil {

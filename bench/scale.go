@@ -21,8 +21,9 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // Scale defaults.
@@ -91,7 +92,7 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	for id := int64(1); id <= int64(n); id++ {
 		tokens[AgentToken(id)] = id
 	}
-	auth, err := tunserver.NewStaticTokens(tokens)
+	auth, err := auth.NewStaticTokens(tokens)
 	if err != nil {
 		return ScaleResult{}, err
 	}
@@ -150,7 +151,7 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 			next = next%int64(n) + 1
 			id := next
 			mu.Unlock()
-			ctx = metadata.AppendToOutgoingContext(ctx, tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
+			ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
 			_, err := c.Echo(ctx, &demo.EchoRequest{Payload: make([]byte, 64)})
 			return 128, err
 		}

@@ -25,7 +25,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // Transport is how agents and callers reach kas in an in-process topology.
@@ -152,7 +152,7 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 	for id := int64(1); id <= int64(cfg.Agents); id++ {
 		tokens[AgentToken(id)] = id
 	}
-	auth, err := tunserver.NewStaticTokens(tokens)
+	auth, err := auth.NewStaticTokens(tokens)
 	if err != nil {
 		return nil, err
 	}

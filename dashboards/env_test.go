@@ -22,8 +22,8 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/agentk"
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
@@ -95,7 +95,7 @@ func startEnv(t *testing.T) *env {
 func (e *env) call(ctx context.Context, agentID int64) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, tunserver.RoutingAgentIDMetadataKey, fmt.Sprint(agentID))
+	ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, fmt.Sprint(agentID))
 	_, err := e.demo.Echo(ctx, &demo.EchoRequest{Message: "dashboards"})
 	return err
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
 	"github.com/tunnelbench/tunnelbench/bench/load"
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
 // record is one call: when it was due and started, how long it took, how it ended.
@@ -73,7 +73,7 @@ func newLoadGen(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics) (
 	g := &loadGen{sc: sc, t: t, rec: &recorder{}, metrics: m, targets: sc.Load.TargetAgents(sc.Topology)}
 	meta := func(ctx context.Context) context.Context {
 		id, _ := ctx.Value(agentKey{}).(int64)
-		return metadata.AppendToOutgoingContext(ctx, tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
+		return metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
 	}
 	for _, c := range t.callers {
 		g.calls = append(g.calls, bench.NewShapeCall(shape, sc.Load.Payload, c, meta))

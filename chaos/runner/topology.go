@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+
 	"github.com/tunnelbench/tunnelbench/internal/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +29,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // Timing of the chaos topology, chosen so that faults show within a scenario's short run.
@@ -48,7 +50,7 @@ type topology struct {
 	log     *slog.Logger
 	proxies *chaos.Proxies
 	secret  []byte
-	tokens  *tunserver.StaticTokens
+	tokens  *auth.StaticTokens
 	memory  *tracker.Memory
 	redis   *redisServer
 
@@ -121,7 +123,7 @@ func startTopology(ctx context.Context, sc *scenario.Scenario, log *slog.Logger)
 	for _, id := range sc.Topology.AgentIDs() {
 		tokens[bench.AgentToken(id)] = id
 	}
-	if t.tokens, err = tunserver.NewStaticTokens(tokens); err != nil {
+	if t.tokens, err = auth.NewStaticTokens(tokens); err != nil {
 		return nil, err
 	}
 	switch sc.Topology.Tracker {
@@ -279,8 +281,8 @@ func (t *topology) startAgent(id int64) error {
 }
 
 // stats sums the registries of the live kas.
-func (t *topology) stats() tunserver.RegistryStats {
-	var s tunserver.RegistryStats
+func (t *topology) stats() registry.Stats {
+	var s registry.Stats
 	for _, n := range t.kas {
 		if !n.alive.Load() {
 			continue

@@ -342,3 +342,21 @@ func (s pipeTransportStream) SetTrailer(md metadata.MD) error {
 	(&pipeServer{p: s.p}).SetTrailer(md)
 	return nil
 }
+
+// ChainStreamHandler wraps handler in interceptors, the first outermost, as grpc.ChainStreamInterceptor
+// does on a server: in-process callers then pass through what a server's callers pass through.
+func ChainStreamHandler(handler grpc.StreamHandler, interceptors ...grpc.StreamServerInterceptor) grpc.StreamHandler {
+	for i := len(interceptors) - 1; i >= 0; i-- {
+		next, icpt := handler, interceptors[i]
+		handler = func(srv any, ss grpc.ServerStream) error {
+			info := &grpc.StreamServerInfo{FullMethod: methodOf(ss), IsClientStream: true, IsServerStream: true}
+			return icpt(srv, ss, info, next)
+		}
+	}
+	return handler
+}
+
+func methodOf(ss grpc.ServerStream) string {
+	m, _ := grpc.MethodFromServerStream(ss)
+	return m
+}

@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
 
 // Handler is the kas side: it forwards HTTP requests for PathPrefix + "{agentID}/{rest}" to that agent
@@ -110,7 +109,7 @@ func (ex *exchange) run(path string) {
 	ex.cancel = cancel
 	defer cancel()
 	ex.uploadDone = make(chan struct{})
-	ctx = metadata.AppendToOutgoingContext(ctx, tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(ex.agentID, 10))
+	ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(ex.agentID, 10))
 	stream, err := ex.h.client.Exchange(ctx)
 	if err != nil {
 		close(ex.uploadDone)

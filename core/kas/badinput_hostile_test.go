@@ -11,7 +11,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 )
 
 // The hostile-client cases: inputs with which one party could cost another its tunnels, or make kas hold
@@ -41,20 +41,20 @@ func badHostileCases() []badCase {
 		},
 		{
 			name: "public/metadata over the limit",
-			run:  badPublicCall(badEmptyCall, badBigMD("1", tunserver.DefaultMaxMetadataBytes), nil),
-			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes", fmt.Sprint(tunserver.DefaultMaxMetadataBytes)},
+			run:  badPublicCall(badEmptyCall, badBigMD("1", call.DefaultMaxMetadataBytes), nil),
+			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes", fmt.Sprint(call.DefaultMaxMetadataBytes)},
 		},
 		{
 			name: "in-process/metadata over the limit",
 			run: func(t *testing.T, f *badFixture) badAnswer {
-				_, err := badRawCall(badCtx(t), f.e.Kas.InternalConn(), badEmptyCall, badBigMD("1", 2*tunserver.DefaultMaxMetadataBytes), nil)
+				_, err := badRawCall(badCtx(t), f.e.Kas.InternalConn(), badEmptyCall, badBigMD("1", 2*call.DefaultMaxMetadataBytes), nil)
 				return badStatusOf(err)
 			},
 			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes"},
 		},
 		{
 			name: "private/valid JWT, metadata over the limit",
-			run:  badPrivateCall(badValidJWT, false, badBigMD("1", 2*tunserver.DefaultMaxMetadataBytes), nil),
+			run:  badPrivateCall(badValidJWT, false, badBigMD("1", 2*call.DefaultMaxMetadataBytes), nil),
 			code: codes.ResourceExhausted, says: []string{"--max-metadata-bytes"},
 		},
 		{

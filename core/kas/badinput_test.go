@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -31,7 +33,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
@@ -139,10 +141,10 @@ func (c badCase) check(t *testing.T, got badAnswer) {
 // HTTP) and the state every case must leave behind.
 type badFixture struct {
 	e       *testenv.Env
-	auth    *tunserver.PrivateAuth
+	auth    *auth.PrivateAuth
 	httpURL string
 	// base is the registry with only the healthy agents' tunnels, all idle.
-	base       tunserver.RegistryStats
+	base       registry.Stats
 	goroutines int
 }
 
@@ -159,7 +161,7 @@ func startBadFixture(t *testing.T) *badFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret := make([]byte, tunserver.MinPrivateSecretLen)
+	secret := make([]byte, auth.MinPrivateSecretLen)
 	if _, err := rand.Read(secret); err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +195,7 @@ func startBadFixture(t *testing.T) *badFixture {
 			t.Cleanup(up.Close) // after the agent stopped
 		},
 	})
-	auth, err := tunserver.NewPrivateAuth(secret)
+	auth, err := auth.NewPrivateAuth(secret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +204,7 @@ func startBadFixture(t *testing.T) *badFixture {
 	f.healthy(t, "start")
 	want := int64(2 * tunclient.DefaultMinIdle)
 	badWaitFor(t, "the healthy agents' pools to settle", func() error {
-		if st := e.Kas.Registry().Stats(); st != (tunserver.RegistryStats{IdleTunnels: want, ConnectedAgents: 2}) {
+		if st := e.Kas.Registry().Stats(); st != (registry.Stats{IdleTunnels: want, ConnectedAgents: 2}) {
 			return fmt.Errorf("registry %+v, want %d idle tunnels of 2 agents", st, want)
 		}
 		return nil
@@ -350,7 +352,7 @@ func badRawCall(ctx context.Context, conn grpc.ClientConnInterface, method strin
 }
 
 func badAgentMD(id string, more ...string) metadata.MD {
-	return metadata.Pairs(append([]string{tunserver.RoutingAgentIDMetadataKey, id}, more...)...)
+	return metadata.Pairs(append([]string{rpc.RoutingAgentIDMetadataKey, id}, more...)...)
 }
 
 // ---- agent API ----
@@ -475,15 +477,15 @@ func badWait[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 func badAgentAPICases() []badCase {
-	manyServices := make([]*rpc.Service, tunserver.MaxDescriptorServices+1)
+	manyServices := make([]*rpc.Service, registry.MaxDescriptorServices+1)
 	for i := range manyServices {
 		manyServices[i] = &rpc.Service{Name: fmt.Sprintf("s%d", i), AllMethods: true}
 	}
 	manyMethods := &rpc.Service{Name: "s"}
-	for i := range tunserver.MaxDescriptorMethods + 1 {
+	for i := range registry.MaxDescriptorMethods + 1 {
 		manyMethods.Methods = append(manyMethods.Methods, &rpc.Method{Name: fmt.Sprintf("m%d", i)})
 	}
-	hugeName := &rpc.Service{Name: "s", Methods: []*rpc.Method{{Name: strings.Repeat("m", tunserver.DefaultMaxDescriptorBytes)}}}
+	hugeName := &rpc.Service{Name: "s", Methods: []*rpc.Method{{Name: strings.Repeat("m", registry.DefaultMaxDescriptorBytes)}}}
 	message := &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: []byte("x")}}}
 	return []badCase{
 		{
@@ -519,17 +521,17 @@ func badAgentAPICases() []badCase {
 		{
 			name: "agent/descriptor over the byte bound",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(hugeName)),
-			code: codes.ResourceExhausted, says: []string{"descriptor is", fmt.Sprintf("the limit (--max-descriptor-bytes) is %d", tunserver.DefaultMaxDescriptorBytes)},
+			code: codes.ResourceExhausted, says: []string{"descriptor is", fmt.Sprintf("the limit (--max-descriptor-bytes) is %d", registry.DefaultMaxDescriptorBytes)},
 		},
 		{
 			name: "agent/too many services",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(manyServices...)),
-			code: codes.InvalidArgument, says: []string{fmt.Sprintf("descriptor lists %d services, the limit is %d", tunserver.MaxDescriptorServices+1, tunserver.MaxDescriptorServices)},
+			code: codes.InvalidArgument, says: []string{fmt.Sprintf("descriptor lists %d services, the limit is %d", registry.MaxDescriptorServices+1, registry.MaxDescriptorServices)},
 		},
 		{
 			name: "agent/too many methods",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(manyMethods)),
-			code: codes.InvalidArgument, says: []string{fmt.Sprintf("more than %d methods", tunserver.MaxDescriptorMethods)},
+			code: codes.InvalidArgument, says: []string{fmt.Sprintf("more than %d methods", registry.MaxDescriptorMethods)},
 		},
 		{
 			name: "agent/service without a name",
@@ -686,17 +688,17 @@ func badPublicAPICases() []badCase {
 		{
 			name: "public/no agent id",
 			run:  badPublicCall(badEmptyCall, metadata.Pairs("x-other", "1"), nil),
-			code: codes.InvalidArgument, says: []string{"missing " + tunserver.RoutingAgentIDMetadataKey},
+			code: codes.InvalidArgument, says: []string{"missing " + rpc.RoutingAgentIDMetadataKey},
 		},
 		{
 			name: "public/agent id not a number",
 			run:  badPublicCall(badEmptyCall, badAgentMD("one"), nil),
-			code: codes.InvalidArgument, says: []string{tunserver.RoutingAgentIDMetadataKey, `"one" is not a decimal int64`},
+			code: codes.InvalidArgument, says: []string{rpc.RoutingAgentIDMetadataKey, `"one" is not a decimal int64`},
 		},
 		{
 			name: "public/agent id twice",
-			run:  badPublicCall(badEmptyCall, badAgentMD("1", tunserver.RoutingAgentIDMetadataKey, "2"), nil),
-			code: codes.InvalidArgument, says: []string{tunserver.RoutingAgentIDMetadataKey, "must be present once, got 2 values"},
+			run:  badPublicCall(badEmptyCall, badAgentMD("1", rpc.RoutingAgentIDMetadataKey, "2"), nil),
+			code: codes.InvalidArgument, says: []string{rpc.RoutingAgentIDMetadataKey, "must be present once, got 2 values"},
 		},
 		{
 			name: "public/method name with two slashes",
@@ -827,7 +829,7 @@ func badValidJWT(f *badFixture) []grpc.DialOption {
 }
 
 func badForgedJWT(*badFixture) []grpc.DialOption {
-	other, err := tunserver.NewPrivateAuth([]byte(strings.Repeat("not the secret ", 3)))
+	other, err := auth.NewPrivateAuth([]byte(strings.Repeat("not the secret ", 3)))
 	if err != nil {
 		panic(err)
 	}
@@ -857,7 +859,7 @@ func badPrivateAPICases() []badCase {
 		{
 			name: "private/valid JWT, no agent id",
 			run:  badPrivateCall(badValidJWT, false, metadata.Pairs("x-other", "1"), start, nil),
-			code: codes.InvalidArgument, says: []string{"missing " + tunserver.RoutingAgentIDMetadataKey},
+			code: codes.InvalidArgument, says: []string{"missing " + rpc.RoutingAgentIDMetadataKey},
 		},
 		{
 			name: "private/valid JWT, agent id not a number",
@@ -866,7 +868,7 @@ func badPrivateAPICases() []badCase {
 		},
 		{
 			name: "private/valid JWT, agent id twice",
-			run:  badPrivateCall(badValidJWT, false, badAgentMD("1", tunserver.RoutingAgentIDMetadataKey, "1"), start, nil),
+			run:  badPrivateCall(badValidJWT, false, badAgentMD("1", rpc.RoutingAgentIDMetadataKey, "1"), start, nil),
 			code: codes.InvalidArgument, says: []string{"must be present once"},
 		},
 		{

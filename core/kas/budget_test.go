@@ -13,7 +13,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
@@ -87,7 +87,7 @@ func TestBudgetAgentToken(t *testing.T) {
 }
 
 func TestBudgetCallerToken(t *testing.T) {
-	callers, err := tunserver.NewStaticCallerTokens(map[string][]int64{"hog": nil, "other": nil})
+	callers, err := auth.NewStaticCallerTokens(map[string][]int64{"hog": nil, "other": nil})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
@@ -70,7 +71,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", DefaultLimits.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")
 	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", DefaultLimits.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
 	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", DefaultLimits.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
-	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", tunserver.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
+	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", routing.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", DefaultShutdownGrace, "how long calls in flight may run after SIGTERM")
 	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", DefaultMaxMessageSize, "largest routed message in bytes")
@@ -124,7 +125,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	case len(callerMap) > 0 && cfg.Dev:
 		errs = append(errs, errors.New("give caller tokens or --dev, not both"))
 	case len(callerMap) > 0:
-		if cfg.Callers, err = tunserver.NewStaticCallerTokens(callerMap); err != nil {
+		if cfg.Callers, err = auth.NewStaticCallerTokens(callerMap); err != nil {
 			errs = append(errs, err)
 		}
 	case !cfg.Dev && (cfg.APIListen != "" || cfg.HTTPListen != ""):
@@ -165,13 +166,13 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 		secret, err := cli.ReadSecretFile(*secretFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--private-api-secret-file: %w", err))
-		} else if len(secret) < tunserver.MinPrivateSecretLen {
-			errs = append(errs, fmt.Errorf("--private-api-secret-file: the secret is %d bytes, it must be at least %d", len(secret), tunserver.MinPrivateSecretLen))
+		} else if len(secret) < auth.MinPrivateSecretLen {
+			errs = append(errs, fmt.Errorf("--private-api-secret-file: the secret is %d bytes, it must be at least %d", len(secret), auth.MinPrivateSecretLen))
 		}
 		cfg.PrivateAPISecret = []byte(secret)
 	}
 	if cfg.PrivateURL != "" {
-		if _, _, err := tunserver.ParsePrivateURL(cfg.PrivateURL); err != nil {
+		if _, _, err := routing.ParsePrivateURL(cfg.PrivateURL); err != nil {
 			errs = append(errs, fmt.Errorf("--private-url: %w", err))
 		}
 	}
@@ -201,7 +202,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, cli.UsageError{Err: errors.Join(errs...)}
 	}
-	auth, err := tunserver.NewStaticTokens(m)
+	auth, err := auth.NewStaticTokens(m)
 	if err != nil {
 		return Config{}, cli.UsageError{Err: err}
 	}

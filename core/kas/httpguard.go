@@ -6,14 +6,14 @@ import (
 	"strings"
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // httpGuard authorizes HTTP callers like the public API does (bearer token → the agents it may reach)
 // and bounds request bodies. The token is kas's: it is removed before the request goes on.
 type httpGuard struct {
 	next      http.Handler
-	callers   tunserver.CallerAuthorizer
+	callers   auth.CallerAuthorizer
 	maxBody   int64
 	maxHeader int
 	onLimit   func(string)
@@ -41,12 +41,12 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A path ParsePath refuses goes on to the handler, which answers 400 naming the problem without
 		// calling any agent (and not a 403 for the agent id 0 that an error comes with).
 		if id, _, ok, err := httptunnel.ParsePath(r.URL.EscapedPath()); ok && err == nil && !caller.MayReach(id) {
-			http.Error(w, tunserver.PermissionError(id).Error(), http.StatusForbidden)
+			http.Error(w, auth.PermissionError(id).Error(), http.StatusForbidden)
 			return
 		}
 		r.Header.Del("Authorization")
 		// The Router counts this caller's waiting calls as it does for the public API.
-		r = r.WithContext(tunserver.WithCaller(r.Context(), caller))
+		r = r.WithContext(auth.WithCaller(r.Context(), caller))
 	}
 	if g.maxBody > 0 {
 		if r.ContentLength > g.maxBody {

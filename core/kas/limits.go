@@ -13,6 +13,9 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/agentapi"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 )
 
 // Limits bound what one agent or caller can make kas hold or do. Zero fields take DefaultLimits's.
@@ -55,14 +58,14 @@ var DefaultLimits = Limits{
 	MaxWaitingPerAgent:     1000,
 	MaxWaiting:             10000,
 	MaxWaitingPerCaller:    1000,
-	MaxMetadataBytes:       tunserver.DefaultMaxMetadataBytes,
-	TunnelHandshakeTimeout: tunserver.DefaultHandshakeTimeout,
+	MaxMetadataBytes:       call.DefaultMaxMetadataBytes,
+	TunnelHandshakeTimeout: agentapi.DefaultHandshakeTimeout,
 	// Above the 10 000 agents of the scale benchmark, each on its own connection.
 	MaxConnections:        20000,
 	IdleConnectionTimeout: 5 * time.Minute,
 	TunnelRate:            20000,
 	TunnelBurst:           20000,
-	MaxDescriptorBytes:    tunserver.DefaultMaxDescriptorBytes,
+	MaxDescriptorBytes:    registry.DefaultMaxDescriptorBytes,
 	MaxHTTPBody:           1 << 30,
 	MaxHTTPHeaderBytes:    1 << 20,
 	// Matches httptunnel's default; a header arrives in one round trip in practice.

@@ -14,7 +14,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
@@ -127,8 +127,8 @@ func TestLimitsDefaultAndValidate(t *testing.T) {
 	}
 }
 
-func testAuth(t *testing.T) *tunserver.StaticTokens {
-	a, err := tunserver.NewStaticTokens(map[string]int64{"token": 1})
+func testAuth(t *testing.T) *auth.StaticTokens {
+	a, err := auth.NewStaticTokens(map[string]int64{"token": 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
@@ -59,8 +59,8 @@ func TestMetricsByValue(t *testing.T) {
 	for _, b := range h.GetMetric()[0].GetHistogram().GetBucket() {
 		bounds = append(bounds, b.GetUpperBound())
 	}
-	if !slices.Equal(bounds, tunserver.RoutingDurationBuckets) {
-		t.Errorf("buckets %v, want %v", bounds, tunserver.RoutingDurationBuckets)
+	if !slices.Equal(bounds, routing.RoutingDurationBuckets) {
+		t.Errorf("buckets %v, want %v", bounds, routing.RoutingDurationBuckets)
 	}
 
 	am := testenv.Scrape(t, ae.Metrics)

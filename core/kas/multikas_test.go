@@ -2,6 +2,7 @@ package kas_test
 
 import (
 	"errors"
+	"github.com/tunnelbench/tunnelbench/core/kas"
 	"io"
 	"strings"
 	"sync"
@@ -19,9 +20,9 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
-	"github.com/tunnelbench/tunnelbench/internal/testhooks"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 )
 
@@ -60,7 +61,7 @@ func checkRoutedCalls(t *testing.T, name string, c testgrpc.TestServiceClient, s
 	}
 	for _, s := range svc.Seen() {
 		for k := range s.Metadata {
-			if strings.HasPrefix(k, tunserver.RoutingHopPrefix) || k == "authorization" {
+			if strings.HasPrefix(k, rpc.RoutingHopPrefix) || k == "authorization" {
 				t.Fatalf("%s: %q reached the agent", name, k)
 			}
 		}
@@ -111,9 +112,6 @@ func TestLosersGiveTunnelsBack(t *testing.T) {
 }
 
 func TestTunnelDyingBeforeStartStreamingMovesTheCall(t *testing.T) {
-	c := testenv.StartCluster(t, 3, testenv.ClusterOptions{})
-	c.StartAgent(1, 1)
-	c.StartAgent(1, 2)
 	// The first gateway that becomes ready loses its tunnel before start_streaming arrives.
 	var killed atomic.Int32
 	hook := func(agentID int64, kill func()) {
@@ -121,8 +119,9 @@ func TestTunnelDyingBeforeStartStreamingMovesTheCall(t *testing.T) {
 			kill()
 		}
 	}
-	testhooks.GatewayTunnelReady.Store(&hook)
-	defer testhooks.GatewayTunnelReady.Store(nil)
+	c := testenv.StartCluster(t, 3, testenv.ClusterOptions{Kas: func(_ int, c *kas.Config) { c.GatewayTunnelReadyHook = hook }})
+	c.StartAgent(1, 1)
+	c.StartAgent(1, 2)
 	resp, err := testgrpc.NewTestServiceClient(c.Public[0]).UnaryCall(testenv.AgentCtx(testCtx(t), 1), &testpb.SimpleRequest{ResponseSize: 5})
 	if err != nil {
 		t.Fatalf("call failed although another gateway had a tunnel: %v", err)
@@ -153,14 +152,14 @@ func TestPrivateAPIRefusesBadTokens(t *testing.T) {
 	cases := map[string]string{
 		"none":            "",
 		"garbage":         "Bearer not-a-jwt",
-		"wrong secret":    "Bearer " + sign([]byte(strings.Repeat("x", 32)), tunserver.PrivateTokenIssuer, tunserver.PrivateTokenAudience, good),
-		"wrong issuer":    "Bearer " + sign(c.Secret, "someone", tunserver.PrivateTokenAudience, good),
-		"wrong audience":  "Bearer " + sign(c.Secret, tunserver.PrivateTokenIssuer, "other", good),
-		"expired":         "Bearer " + sign(c.Secret, tunserver.PrivateTokenIssuer, tunserver.PrivateTokenAudience, time.Now().Add(-time.Minute)),
+		"wrong secret":    "Bearer " + sign([]byte(strings.Repeat("x", 32)), auth.PrivateTokenIssuer, auth.PrivateTokenAudience, good),
+		"wrong issuer":    "Bearer " + sign(c.Secret, "someone", auth.PrivateTokenAudience, good),
+		"wrong audience":  "Bearer " + sign(c.Secret, auth.PrivateTokenIssuer, "other", good),
+		"expired":         "Bearer " + sign(c.Secret, auth.PrivateTokenIssuer, auth.PrivateTokenAudience, time.Now().Add(-time.Minute)),
 		"agent token too": "Bearer " + testenv.Token(1),
 	}
 	for name, authz := range cases {
-		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1")
+		md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1")
 		if authz != "" {
 			md.Set("authorization", authz)
 		}
@@ -170,7 +169,7 @@ func TestPrivateAPIRefusesBadTokens(t *testing.T) {
 		}
 	}
 	// A token signed with the shared secret is accepted: the call reaches the agent.
-	md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1", "authorization", "Bearer "+sign(c.Secret, tunserver.PrivateTokenIssuer, tunserver.PrivateTokenAudience, good))
+	md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1", "authorization", "Bearer "+sign(c.Secret, auth.PrivateTokenIssuer, auth.PrivateTokenAudience, good))
 	ctx := metadata.NewOutgoingContext(testCtx(t), md)
 	cs, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/grpc.testing.TestService/EmptyCall")
 	if err != nil {

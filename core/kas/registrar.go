@@ -223,8 +223,9 @@ func (r *registrar) needsRefresh() bool {
 // stop ends the loop and unregisters every agent (bounded by ctx): other kas stop asking this one at
 // once instead of after the TTL.
 func (r *registrar) stop(ctx context.Context) {
-	r.cancel()
-	<-r.done
+	if !r.kill() {
+		return
+	}
 	r.mu.Lock()
 	ids := make([]int64, 0, len(r.registered))
 	for id := range r.registered {
@@ -241,6 +242,17 @@ func (r *registrar) stop(ctx context.Context) {
 			return // the records expire on their own
 		}
 	}
+}
+
+// kill ends the loop and leaves the records to expire, as a crash would. It reports whether the loop
+// was running.
+func (r *registrar) kill() bool {
+	if r.cancel == nil {
+		return false // never started
+	}
+	r.cancel()
+	<-r.done
+	return true
 }
 
 func minTime(a, b time.Time) time.Time {

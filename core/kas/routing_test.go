@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
 
@@ -38,7 +38,7 @@ func TestHopMetadataNeverReachesAgent(t *testing.T) {
 	}
 	for _, s := range e.Agents[1].Service.Seen() {
 		for k := range s.Metadata {
-			if strings.HasPrefix(k, tunserver.RoutingHopPrefix) || k == "authorization" || k == "proxy-authorization" {
+			if strings.HasPrefix(k, rpc.RoutingHopPrefix) || k == "authorization" || k == "proxy-authorization" {
 				t.Errorf("%s: %q reached the service", s.Method, k)
 			}
 		}
@@ -52,15 +52,15 @@ func TestBadAgentID(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{})
 	cases := map[string]metadata.MD{
 		"missing":   metadata.Pairs("x", "y"),
-		"repeated":  metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "1", tunserver.RoutingAgentIDMetadataKey, "1"),
-		"not int":   metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "one"),
-		"too large": metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, "9223372036854775808"),
+		"repeated":  metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1", rpc.RoutingAgentIDMetadataKey, "1"),
+		"not int":   metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "one"),
+		"too large": metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "9223372036854775808"),
 	}
 	for name, md := range cases {
 		for cname, c := range callers(e) {
 			_, err := c.EmptyCall(metadata.NewOutgoingContext(testCtx(t), md), &testpb.Empty{})
 			st := status.Convert(err)
-			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), tunserver.RoutingAgentIDMetadataKey) {
+			if st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), rpc.RoutingAgentIDMetadataKey) {
 				t.Errorf("%s via %s: %v", name, cname, err)
 			}
 		}

@@ -30,7 +30,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testcerts"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
@@ -70,7 +70,7 @@ type secureEnv struct {
 // agents that each serve HTTP as well.
 func startSecure(t *testing.T) *secureEnv {
 	certs := testcerts.New(t)
-	callers, err := tunserver.NewStaticCallerTokens(map[string][]int64{teamToken: {1}, opsToken: nil})
+	callers, err := auth.NewStaticCallerTokens(map[string][]int64{teamToken: {1}, opsToken: nil})
 	if err != nil {
 		t.Fatal(err)
 	}

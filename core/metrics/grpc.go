@@ -42,10 +42,15 @@ func ServerOptions(m *grpcprom.ServerMetrics) []grpc.ServerOption {
 // RoutedServerOptions instruments a server that routes any method: every call is counted under
 // RoutedMethod, by code.
 func RoutedServerOptions(m *grpcprom.ServerMetrics) []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.ChainStreamInterceptor(RoutedStreamInterceptor(m))}
+}
+
+// RoutedStreamInterceptor counts every call under RoutedMethod, by code.
+func RoutedStreamInterceptor(m *grpcprom.ServerMetrics) grpc.StreamServerInterceptor {
 	inner := m.StreamServerInterceptor()
-	return []grpc.ServerOption{grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		routed := *info
 		routed.FullMethod = RoutedMethod
 		return inner(srv, ss, &routed, handler)
-	})}
+	}
 }

@@ -41,6 +41,17 @@ func ValuesToMeta(vals map[string]*Values) metadata.MD {
 	return md
 }
 
+// Metadata keys kas reads; every key with RoutingHopPrefix is for kas only and never reaches an agent.
+const (
+	// RoutingHopPrefix marks metadata keys that are for kas only.
+	RoutingHopPrefix = "kas-hop-"
+	// RoutingAgentIDMetadataKey selects the agent a call is routed to: a decimal int64, present once.
+	RoutingAgentIDMetadataKey = RoutingHopPrefix + "routing-agent-id"
+	// GatewayRetryTrailerKey is set by a gateway kas whose tunnel went away before the agent accepted
+	// the call: nothing happened, and the routing kas may send the call elsewhere.
+	GatewayRetryTrailerKey = RoutingHopPrefix + "gateway-retry"
+)
+
 // TunnelEndReasonKey is the trailer key with which kas tells an agent why it ended an idle tunnel.
 const TunnelEndReasonKey = "tunnel-end-reason"
 

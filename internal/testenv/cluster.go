@@ -13,7 +13,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 )
 
@@ -53,7 +53,7 @@ func StartCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	for id := int64(1); id <= 100; id++ {
 		tokens[Token(id)] = id
 	}
-	auth, err := tunserver.NewStaticTokens(tokens)
+	auth, err := auth.NewStaticTokens(tokens)
 	if err != nil {
 		t.Fatal(err)
 	}

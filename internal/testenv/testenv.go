@@ -20,8 +20,9 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 )
 
@@ -90,7 +91,7 @@ func Start(t testing.TB, opts Options) *Env {
 	for id := int64(1); id <= int64(max(opts.Agents, 0))+10; id++ {
 		tokens[Token(id)] = id
 	}
-	auth, err := tunserver.NewStaticTokens(tokens)
+	auth, err := auth.NewStaticTokens(tokens)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format st
 
 // AgentCtx returns ctx with the routing metadata for agent id.
 func AgentCtx(ctx context.Context, id int64, kv ...string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, append([]string{tunserver.RoutingAgentIDMetadataKey, fmt.Sprint(id)}, kv...)...)
+	return metadata.AppendToOutgoingContext(ctx, append([]string{rpc.RoutingAgentIDMetadataKey, fmt.Sprint(id)}, kv...)...)
 }
 
 // Scrape reads the metrics a provider exposes, keyed by family name.

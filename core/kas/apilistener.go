@@ -1,0 +1,41 @@
+package kas
+
+import (
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
+)
+
+// newAPIServer is the public API's server, where callers route calls to agents, and the in-process
+// connection for callers in kas's own process (the HTTP listener, an embedding harness). Both pass
+// through the same interceptors, metrics and message size limit, the public API adds caller
+// authentication: an in-process caller is measured doing what a public one does.
+func (s *Server) newAPIServer(router *routing.Router, creds credentials.TransportCredentials, grpcMetrics *grpcprom.ServerMetrics) (*grpc.Server, *grpctool.InProcessConn) {
+	limit := s.cfg.MaxMessageSize
+	shared := []grpc.StreamServerInterceptor{
+		metrics.RoutedStreamInterceptor(grpcMetrics),
+		messageSizeInterceptor(limit, s.limitHit),
+	}
+	public := shared
+	if s.cfg.Callers != nil {
+		public = append(public, auth.CallerAuthInterceptor(s.cfg.Callers))
+	}
+	opts := []grpc.ServerOption{
+		grpctool.RawServerCodec(),
+		grpc.MaxRecvMsgSize(limit),
+		grpc.MaxSendMsgSize(limit),
+		// Every method is routable: the Router is the server's unknown service handler.
+		grpc.UnknownServiceHandler(router.RouteStream),
+		// A caller's connection that carries nothing goes away: it holds a place of --max-connections.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Limits.IdleConnectionTimeout}),
+		grpc.ChainStreamInterceptor(public...),
+	}
+	internal := grpctool.NewInProcessConn(grpctool.ChainStreamHandler(router.RouteStream, shared...))
+	return grpc.NewServer(withCreds(creds, opts)...), internal
+}

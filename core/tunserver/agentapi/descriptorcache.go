@@ -1,0 +1,72 @@
+package agentapi
+
+import (
+	"crypto/sha256"
+	"sync"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Descriptor cache bounds: agents send the same descriptor on every tunnel, so a few entries serve a
+// whole fleet.
+const (
+	descriptorCacheEntries  = 256
+	descriptorCacheMaxBytes = 64 << 10
+)
+
+// descriptorCache maps the wire bytes of a first message to the descriptor index they decode to, so
+// that the same descriptor is decoded and indexed once, not once per tunnel.
+type descriptorCache struct {
+	// maxBytes bounds a descriptor's encoding; zero means registry.DefaultMaxDescriptorBytes.
+	maxBytes int
+	mu       sync.Mutex
+	entries  map[[sha256.Size]byte]registry.DescriptorIndex
+}
+
+// index decodes the first message of a tunnel and returns its descriptor's index. Anything but a valid
+// descriptor is an InvalidArgument status.
+func (c *descriptorCache) index(data []byte) (registry.DescriptorIndex, error) {
+	limit := c.maxBytes
+	if limit <= 0 {
+		limit = registry.DefaultMaxDescriptorBytes
+	}
+	if len(data) > limit {
+		return registry.DescriptorIndex{}, status.Errorf(codes.ResourceExhausted, "descriptor is %d bytes, the limit (--max-descriptor-bytes) is %d", len(data), limit)
+	}
+	cacheable := len(data) <= descriptorCacheMaxBytes
+	var key [sha256.Size]byte
+	if cacheable {
+		key = sha256.Sum256(data)
+		c.mu.Lock()
+		d, ok := c.entries[key]
+		c.mu.Unlock()
+		if ok {
+			return d, nil
+		}
+	}
+	var first rpc.ConnectRequest
+	if err := proto.Unmarshal(data, &first); err != nil {
+		return registry.DescriptorIndex{}, status.Errorf(codes.InvalidArgument, "first message is not a ConnectRequest: %v", err)
+	}
+	checker := rpc.NewChecker(rpc.AgentToKas)
+	if err := checker.Next(rpc.AgentState(&first)); err != nil {
+		return registry.DescriptorIndex{}, err
+	}
+	d, err := registry.NewDescriptorIndex(first.GetDescriptor_().GetAgentDescriptor())
+	if err != nil {
+		return registry.DescriptorIndex{}, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if cacheable {
+		c.mu.Lock()
+		if c.entries == nil || len(c.entries) >= descriptorCacheEntries {
+			c.entries = make(map[[sha256.Size]byte]registry.DescriptorIndex)
+		}
+		c.entries[key] = d
+		c.mu.Unlock()
+	}
+	return d, nil
+}

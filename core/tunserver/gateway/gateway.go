@@ -1,0 +1,150 @@
+// Package gateway serves kas's private API: another kas replica (the routing kas) asks this kas for a
+// tunnel to an agent, waits for tunnel_ready, picks this gateway with start_streaming and streams the call
+// through the tunnel. It trusts only callers that the private API's authentication let through.
+package gateway
+
+import (
+	"cmp"
+	"errors"
+	"io"
+	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracing"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+)
+
+// Config configures a Handler.
+type Config struct {
+	// Registry holds this kas's tunnels. Required.
+	Registry *registry.Registry
+	// MaxMetadataBytes bounds a call's request metadata; zero means call.DefaultMaxMetadataBytes.
+	MaxMetadataBytes int
+	// Tracer records gateway spans; nil records none.
+	Tracer trace.Tracer
+	Log    *slog.Logger
+	// OnTunnelReady, when set, is called after tunnel_ready is sent and before start_streaming is read,
+	// with the agent id and a function that breaks the found tunnel: tests use it to make that race
+	// happen on purpose. Nil in production.
+	OnTunnelReady func(agentID int64, breakTunnel func())
+}
+
+// Handler serves the private API: a routing kas asks for a tunnel to an agent and, once it picked this
+// gateway, streams the call through it. Every method is served: use Handle as the private server's
+// unknown service handler.
+type Handler struct {
+	cfg Config
+}
+
+// New returns the handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("gateway: registry is required")
+	}
+	cfg.MaxMetadataBytes = cmp.Or(cfg.MaxMetadataBytes, call.DefaultMaxMetadataBytes)
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Handler{cfg: cfg}, nil
+}
+
+// Handle serves one gateway stream; it is a grpc.StreamHandler.
+func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
+	reg := g.cfg.Registry
+	c, err := call.Parse(stream, g.cfg.MaxMetadataBytes, reg.LimitHit)
+	if err != nil {
+		return err
+	}
+	ctx, span := g.cfg.Tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.MD)), "kas.gateway",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
+	defer func() { call.EndSpan(span, err) }()
+	found, h := reg.FindTunnel(c.AgentID, c.Service, c.Method)
+	defer h.Done()
+	if !found {
+		if err := stream.SendMsg(gatewayNoTunnel); err != nil {
+			return err
+		}
+	}
+	_, fspan := g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
+	tun, err := h.Get(ctx)
+	call.EndSpan(fspan, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return err
+	}
+	if err := stream.SendMsg(gatewayTunnelReady); err != nil {
+		return err
+	}
+	if g.cfg.OnTunnelReady != nil {
+		g.cfg.OnTunnelReady(c.AgentID, func() { reg.Break(tun) })
+	}
+	if err := recvStartStreaming(stream); err != nil {
+		// The routing kas picked another gateway, gave up, or broke the protocol: Done gives the tunnel back.
+		return err
+	}
+	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
+	wctx, wspan := g.cfg.Tracer.Start(ctx, "kas.forward")
+	tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
+	err = tun.Forward(wctx, registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit), sink)
+	call.EndSpan(wspan, err)
+	if errors.Is(err, registry.ErrRetryOtherTunnel) {
+		// The routing kas kept the request: it sends the call to another tunnel, here or elsewhere.
+		stream.SetTrailer(metadata.Pairs(rpc.GatewayRetryTrailerKey, "1"))
+		return status.Errorf(codes.Unavailable, "the tunnel to agent %d went away before the call started", c.AgentID)
+	}
+	return call.ForwardErr(ctx, err)
+}
+
+// recvStartStreaming reads the routing kas's first message, which must be start_streaming. It is read raw
+// and decoded here, so that anything else is an InvalidArgument that says so rather than gRPC's Internal
+// "failed to unmarshal", and a half-close in its place is one too rather than an Unknown "EOF".
+func recvStartStreaming(stream grpc.ServerStream) error {
+	var first grpctool.RawFrame
+	if err := stream.RecvMsg(&first); err != nil {
+		if err == io.EOF {
+			c := rpc.NewChecker(rpc.RoutingToGateway)
+			return c.Next(rpc.StateEOF)
+		}
+		return err
+	}
+	if err := proto.Unmarshal(first.Data, &rpc.StartStreaming{}); err != nil {
+		return status.Errorf(codes.InvalidArgument, "%s: the first message is not start_streaming: %v", rpc.RoutingToGateway.Name(), err)
+	}
+	return nil
+}
+
+var (
+	gatewayNoTunnel    = &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_NoTunnel_{NoTunnel: &rpc.GatewayResponse_NoTunnel{}}}
+	gatewayTunnelReady = &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_TunnelReady_{TunnelReady: &rpc.GatewayResponse_TunnelReady{}}}
+)
+
+// gatewayFromAgent wraps an agent message for the routing kas; the inner messages are the same types.
+func gatewayFromAgent(m *rpc.ConnectRequest) *rpc.GatewayResponse {
+	switch x := m.GetMsg().(type) {
+	case *rpc.ConnectRequest_Header:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Header{Header: x.Header}}
+	case *rpc.ConnectRequest_Message:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Message{Message: x.Message}}
+	case *rpc.ConnectRequest_Trailer:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Trailer{Trailer: x.Trailer}}
+	case *rpc.ConnectRequest_Error:
+		return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_Error{Error: x.Error}}
+	default:
+		return &rpc.GatewayResponse{} // not reached: the state table only lets the four above through
+	}
+}

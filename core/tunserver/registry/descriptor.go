@@ -1,0 +1,69 @@
+package registry
+
+import (
+	"fmt"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// Bounds on a descriptor, so that one agent cannot make kas hold an arbitrary amount of memory per tunnel.
+const (
+	MaxDescriptorServices = 1000
+	MaxDescriptorMethods  = 10000
+	// DefaultMaxDescriptorBytes bounds the encoded first message, whatever the message size limit is.
+	DefaultMaxDescriptorBytes = 1 << 20
+)
+
+// DescriptorIndex answers "does this tunnel serve that method" in constant time.
+type DescriptorIndex struct {
+	// services maps a service name to its methods; a nil set means every method.
+	services map[string]map[string]struct{}
+}
+
+func NewDescriptorIndex(d *rpc.AgentDescriptor) (DescriptorIndex, error) {
+	if len(d.GetServices()) > MaxDescriptorServices {
+		return DescriptorIndex{}, fmt.Errorf("descriptor lists %d services, the limit is %d", len(d.GetServices()), MaxDescriptorServices)
+	}
+	idx := DescriptorIndex{services: make(map[string]map[string]struct{}, len(d.GetServices()))}
+	methods := 0
+	for _, s := range d.GetServices() {
+		if s.GetName() == "" {
+			return DescriptorIndex{}, fmt.Errorf("descriptor has a service without a name")
+		}
+		if s.GetAllMethods() {
+			idx.services[s.GetName()] = nil
+			continue
+		}
+		set, ok := idx.services[s.GetName()]
+		if ok && set == nil {
+			continue // already "all methods"
+		}
+		if set == nil {
+			set = make(map[string]struct{}, len(s.GetMethods()))
+			idx.services[s.GetName()] = set
+		}
+		for _, m := range s.GetMethods() {
+			if m.GetName() == "" {
+				return DescriptorIndex{}, fmt.Errorf("descriptor service %s has a method without a name", s.GetName())
+			}
+			set[m.GetName()] = struct{}{}
+		}
+		methods += len(s.GetMethods())
+		if methods > MaxDescriptorMethods {
+			return DescriptorIndex{}, fmt.Errorf("descriptor lists more than %d methods", MaxDescriptorMethods)
+		}
+	}
+	return idx, nil
+}
+
+func (d DescriptorIndex) supports(service, method string) bool {
+	set, ok := d.services[service]
+	if !ok {
+		return false
+	}
+	if set == nil {
+		return true
+	}
+	_, ok = set[method]
+	return ok
+}

@@ -1,0 +1,43 @@
+package registry
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metric names. In Prometheus they appear as tunnel_tunnels{state}, tunnel_waiting_calls and
+// tunnel_connected_agents.
+const (
+	TunnelsMetric         = "tunnel_tunnels"
+	WaitingCallsMetric    = "tunnel_waiting_calls"
+	ConnectedAgentsMetric = "tunnel_connected_agents"
+)
+
+// RegisterMetrics exposes the registry's gauges: tunnels by state, waiting calls, connected agents.
+func RegisterMetrics(m metric.Meter, r *Registry) error {
+	tunnels, err := m.Int64ObservableGauge(TunnelsMetric, metric.WithDescription("Tunnels held by this kas, by state (idle, busy)"))
+	if err != nil {
+		return err
+	}
+	waiting, err := m.Int64ObservableGauge(WaitingCallsMetric, metric.WithDescription("Calls waiting on this kas for a tunnel"))
+	if err != nil {
+		return err
+	}
+	agents, err := m.Int64ObservableGauge(ConnectedAgentsMetric, metric.WithDescription("Agents with at least one tunnel to this kas"))
+	if err != nil {
+		return err
+	}
+	idle := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "idle")))
+	busy := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
+	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		s := r.Stats()
+		o.ObserveInt64(tunnels, s.IdleTunnels, idle)
+		o.ObserveInt64(tunnels, s.BusyTunnels, busy)
+		o.ObserveInt64(waiting, s.WaitingCalls)
+		o.ObserveInt64(agents, s.ConnectedAgents)
+		return nil
+	}, tunnels, waiting, agents)
+	return err
+}

@@ -1,0 +1,397 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tracker"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+)
+
+// Finder defaults.
+const (
+	// DefaultTrackerPoll is how often the tracker is asked again while calls wait for an agent.
+	DefaultTrackerPoll = 50 * time.Millisecond
+	// DefaultStagger spaces the attempts on different gateways of one call.
+	DefaultStagger = 10 * time.Millisecond
+	// DefaultGatewayBackoffMin and Max bound the pause before a failing gateway is tried again.
+	DefaultGatewayBackoffMin = 100 * time.Millisecond
+	DefaultGatewayBackoffMax = time.Second
+)
+
+// FindRequest describes the call a gateway is wanted for.
+type FindRequest struct {
+	AgentID         int64
+	FullMethod      string
+	Service, Method string
+	// Metadata is the caller's; a remote gateway gets it without reserved keys and credentials (see
+	// toGateway).
+	Metadata    metadata.MD
+	FindTimeout time.Duration
+}
+
+// Gateway is where a found call goes: a tunnel of this kas, or the gateway stream to another kas that
+// holds one (already sent start_streaming). Release must always be called.
+type Gateway interface {
+	// Forward carries the call: its request from pump, the agent's answer to w. It returns
+	// registry.ErrRetryOtherTunnel when the call may go to another tunnel.
+	Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error
+	// URL is the gateway kas's private URL; empty for this kas.
+	URL() string
+	// Release gives back a tunnel that was not used and ends a gateway stream.
+	Release()
+}
+
+// localGateway is a tunnel of this kas.
+type localGateway struct {
+	handle registry.Handle
+	tunnel registry.Forwarder
+}
+
+func (g *localGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+	return g.tunnel.Forward(ctx, pump, w.agentMessage)
+}
+func (g *localGateway) URL() string { return "" }
+func (g *localGateway) Release()    { g.handle.Done() }
+
+// remoteGateway is the gateway stream to another kas.
+type remoteGateway struct {
+	stream grpc.ClientStream
+	cancel context.CancelFunc
+	url    string
+}
+
+func (g *remoteGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+	return forwardRemote(ctx, w, g.stream, pump)
+}
+func (g *remoteGateway) URL() string { return g.url }
+func (g *remoteGateway) Release()    { g.cancel() }
+
+// TunnelSource is this kas's tunnels as the finder sees them: *registry.Registry, or a fake in tests.
+type TunnelSource interface {
+	FindTunnel(agentID int64, service, method string) (found bool, h registry.Handle)
+}
+
+// GatewayFinder finds the gateway for a call. When no gateway has a tunnel within FindTimeout it returns
+// a *findTimeoutError.
+type GatewayFinder interface {
+	FindGateway(ctx context.Context, req FindRequest) (Gateway, error)
+}
+
+type findTimeoutError struct {
+	timeout time.Duration
+}
+
+func (e *findTimeoutError) Error() string {
+	return fmt.Sprintf("no tunnel found within %s", e.timeout)
+}
+
+// GatewayDialer returns the connection to a gateway kas by its private URL.
+type GatewayDialer interface {
+	Conn(privateURL string) (grpc.ClientConnInterface, error)
+}
+
+// FinderConfig configures a Finder.
+type FinderConfig struct {
+	Registry TunnelSource
+	// Tracker lists the kas instances that hold tunnels for an agent. Nil: this kas is the only gateway.
+	Tracker tracker.Tracker
+	// SelfURL is this kas's private URL: listed by the tracker, never dialed.
+	SelfURL string
+	Dialer  GatewayDialer
+	// Zero values mean the defaults above.
+	TrackerPoll            time.Duration
+	Stagger                time.Duration
+	BackoffMin, BackoffMax time.Duration
+	Log                    *slog.Logger
+	OnTrackerError         func(error)
+}
+
+// Finder finds gateways: this kas first (in memory), then every kas the tracker lists for the agent,
+// staggered and in parallel, for as long as the call may wait. The first gateway with a tunnel wins;
+// the others are cancelled and give their tunnel back.
+type Finder struct {
+	cfg    FinderConfig
+	poller *poller
+
+	mu      sync.Mutex
+	backoff map[string]*gatewayBackoff
+}
+
+type gatewayBackoff struct {
+	until time.Time
+	next  time.Duration
+}
+
+// NewFinder returns a finder; Close it to stop its tracker polls.
+func NewFinder(cfg FinderConfig) *Finder {
+	if cfg.TrackerPoll <= 0 {
+		cfg.TrackerPoll = DefaultTrackerPoll
+	}
+	if cfg.Stagger <= 0 {
+		cfg.Stagger = DefaultStagger
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = DefaultGatewayBackoffMin
+	}
+	if cfg.BackoffMax < cfg.BackoffMin {
+		cfg.BackoffMax = max(DefaultGatewayBackoffMax, cfg.BackoffMin)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	f := &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
+	if cfg.Tracker != nil {
+		f.poller = newPoller(cfg.Tracker, cfg.TrackerPoll, cfg.OnTrackerError)
+	}
+	return f
+}
+
+// Close stops the tracker polls. Calls still finding get no new gateways.
+func (f *Finder) Close() {
+	if f.poller != nil {
+		f.poller.close()
+	}
+}
+
+// attemptResult is how one gateway attempt ended.
+type attemptResult struct {
+	gw  Gateway
+	url string // the remote gateway tried; empty for this kas
+	err error
+}
+
+// FindGateway implements GatewayFinder.
+func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, error) {
+	found, h := f.cfg.Registry.FindTunnel(req.AgentID, req.Service, req.Method)
+	if found {
+		t, _ := h.Get(ctx) // never blocks when found
+		return &localGateway{handle: h, tunnel: t}, nil
+	}
+	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
+	defer cancel()
+	if f.poller == nil {
+		t, err := h.Get(findCtx)
+		if err != nil {
+			h.Done()
+			return nil, findErr(ctx, findCtx, req, err)
+		}
+		return &localGateway{handle: h, tunnel: t}, nil
+	}
+
+	// From here on every attempt runs in its own goroutine and hands its result over, or, once this call
+	// has picked a gateway or given up, releases what it found itself.
+	results := make(chan attemptResult)
+	abandoned := make(chan struct{})
+	defer close(abandoned)
+	deliver := func(r attemptResult) {
+		select {
+		case results <- r:
+		case <-abandoned:
+			if r.gw != nil {
+				r.gw.Release()
+			}
+		}
+	}
+	go func() {
+		t, err := h.Get(findCtx)
+		if err != nil {
+			h.Done()
+			deliver(attemptResult{err: err})
+			return
+		}
+		deliver(attemptResult{gw: &localGateway{handle: h, tunnel: t}})
+	}()
+	running := 1
+
+	updates, unsubscribe := f.poller.subscribe(req.AgentID)
+	defer unsubscribe()
+	attempts := map[string]context.CancelFunc{}
+	defer func() {
+		for _, c := range attempts {
+			c()
+		}
+	}()
+	var (
+		queue     []string
+		nextStart time.Time
+		stagger   = time.NewTimer(time.Hour)
+	)
+	stagger.Stop()
+	defer stagger.Stop()
+	schedule := func() {
+		if len(queue) == 0 {
+			return
+		}
+		stagger.Reset(max(time.Until(nextStart), 0))
+	}
+	var lastErr error
+	for {
+		select {
+		case urls := <-updates:
+			for u, c := range attempts {
+				if !slices.Contains(urls, u) {
+					c() // the gateway vanished from the tracker
+					delete(attempts, u)
+				}
+			}
+			for _, u := range urls {
+				if u == f.cfg.SelfURL || attempts[u] != nil || slices.Contains(queue, u) || f.backingOff(u) {
+					continue
+				}
+				queue = append(queue, u)
+			}
+			schedule()
+		case <-stagger.C:
+			if len(queue) == 0 {
+				continue
+			}
+			u := queue[0]
+			queue = queue[1:]
+			actx, acancel := context.WithCancel(ctx)
+			attempts[u] = acancel
+			running++
+			go func() {
+				cs, err := f.attempt(actx, findCtx, u, req)
+				if err != nil {
+					acancel()
+					deliver(attemptResult{url: u, err: err})
+					return
+				}
+				deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u}, url: u})
+			}()
+			nextStart = time.Now().Add(f.cfg.Stagger)
+			schedule()
+		case r := <-results:
+			running--
+			if r.err == nil {
+				if r.url != "" {
+					f.succeeded(r.url)
+					delete(attempts, r.url) // the winner's stream must survive the deferred cancels
+				}
+				return r.gw, nil
+			}
+			if r.url == "" {
+				// The local wait ended without a tunnel: kas is shutting down, or the find is over.
+				if findCtx.Err() == nil {
+					return nil, r.err
+				}
+				continue
+			}
+			delete(attempts, r.url)
+			if findCtx.Err() == nil {
+				f.failed(r.url)
+				lastErr = r.err
+				f.cfg.Log.Debug("gateway attempt failed", "agent_id", req.AgentID, "gateway", r.url, "err", r.err)
+			}
+		case <-findCtx.Done():
+			if ctx.Err() != nil {
+				return nil, status.FromContextError(ctx.Err()).Err()
+			}
+			if lastErr != nil {
+				f.cfg.Log.Debug("no gateway in time", "agent_id", req.AgentID, "last_err", lastErr)
+			}
+			_ = running
+			return nil, &findTimeoutError{timeout: req.FindTimeout}
+		}
+	}
+}
+
+func findErr(ctx, findCtx context.Context, req FindRequest, err error) error {
+	if ctx.Err() == nil && findCtx.Err() != nil {
+		return &findTimeoutError{timeout: req.FindTimeout}
+	}
+	return err
+}
+
+func (f *Finder) backingOff(u string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.backoff[u]
+	return b != nil && time.Now().Before(b.until)
+}
+
+func (f *Finder) failed(u string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b := f.backoff[u]
+	if b == nil {
+		b = &gatewayBackoff{next: f.cfg.BackoffMin}
+		f.backoff[u] = b
+	} else {
+		b.next = min(b.next*2, f.cfg.BackoffMax)
+	}
+	b.until = time.Now().Add(b.next)
+}
+
+func (f *Finder) succeeded(u string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.backoff, u)
+}
+
+// attempt asks one gateway for a tunnel: it opens the private API stream (which lives as long as ctx),
+// waits for tunnel_ready (at most until findCtx ends) and sends StartStreaming.
+func (f *Finder) attempt(ctx, findCtx context.Context, u string, req FindRequest) (grpc.ClientStream, error) {
+	conn, err := f.cfg.Dialer.Conn(u)
+	if err != nil {
+		return nil, err
+	}
+	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, call.ToGateway(req.Metadata)))
+	// The stream outlives the find: it carries the call afterwards. Only a find that ends first cancels it.
+	stop := context.AfterFunc(findCtx, cancel)
+	ok := false
+	defer func() {
+		if !ok {
+			stop()
+			cancel()
+		}
+	}()
+	stream, err := conn.NewStream(streamCtx, grpctool.BidiStreamDesc, req.FullMethod, grpctool.RawCallCodec())
+	if err != nil {
+		return nil, err
+	}
+	checker := rpc.NewChecker(rpc.GatewayToRouting)
+	for {
+		var m rpc.GatewayResponse
+		if err := stream.RecvMsg(&m); err != nil {
+			if err == io.EOF {
+				return nil, status.Error(codes.Unavailable, "gateway kas ended the stream before it had a tunnel")
+			}
+			return nil, err
+		}
+		if err := checker.Next(rpc.GatewayState(&m)); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
+		}
+		if checker.State() == rpc.StateTunnelReady {
+			break
+		}
+	}
+	if !stop() {
+		return nil, findCtx.Err() // the find ended as the tunnel became ready
+	}
+	if err := stream.SendMsg(&rpc.StartStreaming{}); err != nil {
+		return nil, err
+	}
+	ok = true
+	context.AfterFunc(ctx, cancel)
+	return stream, nil
+}
+
+// SetSelfURL sets this kas's private URL once it is known (after listening); set it before use.
+func (f *Finder) SetSelfURL(u string) {
+	f.cfg.SelfURL = u
+}

@@ -1,0 +1,21 @@
+package routing
+
+import (
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"google.golang.org/grpc"
+)
+
+// gatewayTarget sends the request to a gateway kas that was sent StartStreaming.
+type gatewayTarget struct {
+	cs grpc.ClientStream
+}
+
+func (gt *gatewayTarget) Begin() error { return nil }
+
+func (gt *gatewayTarget) Send(f registry.Frame) error {
+	if f.End {
+		return gt.cs.CloseSend()
+	}
+	return gt.cs.SendMsg(&grpctool.RawFrame{Data: f.Data})
+}

@@ -1,0 +1,66 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// Metric names. In Prometheus they appear as tunnel_routing_duration_seconds_{bucket,sum,count} and
+// tunnel_routing_timeout_total.
+const (
+	RoutingDurationMetric = "tunnel_routing_duration"
+	RoutingTimeoutMetric  = "tunnel_routing_timeout"
+)
+
+// RoutingDurationBuckets are the histogram's bucket bounds in seconds: ×4 from 1 ms to 16.384 s.
+var RoutingDurationBuckets = []float64{0.001, 0.004, 0.016, 0.064, 0.256, 1.024, 4.096, 16.384}
+
+var (
+	routingStatusSuccess = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "success")))
+	routingStatusAborted = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "aborted")))
+)
+
+// routingMetrics are recorded on the routing kas.
+type routingMetrics struct {
+	duration metric.Float64Histogram
+	timeouts metric.Int64Counter
+}
+
+func newRoutingMetrics(m metric.Meter) (*routingMetrics, error) {
+	if m == nil {
+		m = noop.NewMeterProvider().Meter("")
+	}
+	d, err := m.Float64Histogram(RoutingDurationMetric,
+		metric.WithUnit("s"),
+		metric.WithDescription("The time it takes the routing kas to find a suitable tunnel"),
+		metric.WithExplicitBucketBoundaries(RoutingDurationBuckets...),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", RoutingDurationMetric, err)
+	}
+	c, err := m.Int64Counter(RoutingTimeoutMetric,
+		metric.WithDescription("The total number of times routing timed out i.e. didn't find a suitable agent connection within allocated time"),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", RoutingTimeoutMetric, err)
+	}
+	// Present from the start, so that dashboards and alerts see 0 rather than no data.
+	c.Add(context.Background(), 0)
+	return &routingMetrics{duration: d, timeouts: c}, nil
+}
+
+func (m *routingMetrics) found(start time.Time) {
+	m.duration.Record(context.Background(), time.Since(start).Seconds(), routingStatusSuccess)
+}
+
+func (m *routingMetrics) aborted(start time.Time, timedOut bool) {
+	m.duration.Record(context.Background(), time.Since(start).Seconds(), routingStatusAborted)
+	if timedOut {
+		m.timeouts.Add(context.Background(), 1)
+	}
+}

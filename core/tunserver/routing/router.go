@@ -1,0 +1,179 @@
+// Package routing is the routing kas: the Router that takes every call for an agent, the per-call finder
+// that looks for its gateway (this kas first, then every kas the tracker lists, staggered and in
+// parallel), the tracker poller and the pool of private API connections to other kas. It never decodes
+// a payload and never waits without a bound: a find ends at the find timeout.
+package routing
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tunnelbench/tunnelbench/core/tracing"
+	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// DefaultFindTimeout is how long a call may wait for a tunnel before it fails with DeadlineExceeded.
+const DefaultFindTimeout = 20 * time.Second
+
+// RouterConfig configures a Router.
+type RouterConfig struct {
+	// Finder finds the gateway for a call. Required.
+	Finder GatewayFinder
+	// FindTimeout bounds the wait for a tunnel. Zero means DefaultFindTimeout.
+	FindTimeout time.Duration
+	// MaxMetadataBytes bounds a call's request metadata (see call.MetadataSize). Zero means
+	// call.DefaultMaxMetadataBytes.
+	MaxMetadataBytes int
+	// MaxWaitingPerCaller bounds the calls of one caller (see auth.WithCaller; callers without one count
+	// as one) that wait for a tunnel at once. Zero means no limit.
+	MaxWaitingPerCaller int
+	// OnLimit is told of every call refused for a limit.
+	OnLimit tunserver.OnLimit
+	// Meter records the routing metrics. Nil records nothing.
+	Meter metric.Meter
+	// Tracer records routing spans (route, find gateway, forward). Nil records nothing; trace context
+	// from callers still reaches agents.
+	Tracer trace.Tracer
+	Log    *slog.Logger
+}
+
+// Router routes calls for agents: for each call it finds a gateway (a tunnel of this kas, or another
+// kas that holds one) and proxies the call through it. Every method of every service is routable, unary
+// or streaming, as a bidirectional stream; payloads are never decoded.
+type Router struct {
+	cfg     RouterConfig
+	metrics *routingMetrics
+	waits   *callerWaits
+	log     *slog.Logger
+}
+
+// NewRouter validates cfg and returns a Router.
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	var errs []error
+	if cfg.Finder == nil {
+		errs = append(errs, errors.New("gateway finder is required"))
+	}
+	if cfg.FindTimeout < 0 {
+		errs = append(errs, fmt.Errorf("find timeout must not be negative, got %s", cfg.FindTimeout))
+	}
+	if cfg.MaxMetadataBytes < 0 || cfg.MaxWaitingPerCaller < 0 {
+		errs = append(errs, errors.New("metadata and waiting-call limits must not be negative"))
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("router config: %w", errors.Join(errs...))
+	}
+	cfg.FindTimeout = cmp.Or(cfg.FindTimeout, DefaultFindTimeout)
+	cfg.MaxMetadataBytes = cmp.Or(cfg.MaxMetadataBytes, call.DefaultMaxMetadataBytes)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	m, err := newRoutingMetrics(cfg.Meter)
+	if err != nil {
+		return nil, err
+	}
+	return &Router{cfg: cfg, metrics: m, waits: newCallerWaits(cfg.MaxWaitingPerCaller, cfg.OnLimit), log: cfg.Log}, nil
+}
+
+// RouteStream routes one call: it is a grpc.StreamHandler, to be used as a server's unknown service
+// handler so that any method is routed.
+func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
+	c, err := call.Parse(stream, r.cfg.MaxMetadataBytes, r.cfg.OnLimit)
+	if err != nil {
+		return err
+	}
+	ctx, span := r.cfg.Tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.MD)), "kas.route",
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
+	defer func() { call.EndSpan(span, err) }()
+	start := time.Now()
+	pump := registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit)
+	w := &callerWriter{caller: stream}
+	for retry := false; ; retry = true {
+		gw, err := r.find(ctx, stream, c)
+		if err != nil {
+			return r.findFailed(ctx, c, start, retry, err)
+		}
+		if !retry {
+			r.metrics.found(start)
+		}
+		wctx, wspan := r.cfg.Tracer.Start(ctx, "kas.forward")
+		if gw.URL() == "" {
+			// The agent's service continues the trace under this forward.
+			tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
+		}
+		err = gw.Forward(wctx, pump, w)
+		call.EndSpan(wspan, err)
+		gw.Release()
+		if errors.Is(err, registry.ErrRetryOtherTunnel) {
+			// The tunnel went away before the agent took the call: nothing happened, try again.
+			r.log.Debug("tunnel withdrawn as the call arrived, routing again", "agent_id", c.AgentID, "method", c.FullMethod, "gateway", gw.URL())
+			continue
+		}
+		if err != nil {
+			return call.ForwardErr(ctx, err)
+		}
+		return w.final
+	}
+}
+
+// find finds the call's gateway, counted against its caller's waiting calls while it looks.
+func (r *Router) find(ctx context.Context, stream grpc.ServerStream, c call.Call) (Gateway, error) {
+	fctx, fspan := r.cfg.Tracer.Start(ctx, "kas.find_gateway")
+	req := FindRequest{AgentID: c.AgentID, FullMethod: c.FullMethod, Service: c.Service, Method: c.Method, Metadata: c.MD, FindTimeout: r.cfg.FindTimeout}
+	// The gateway continues the trace under this find (a copy: c.MD stays the caller's).
+	if trace.SpanContextFromContext(fctx).IsValid() {
+		req.Metadata = c.MD.Copy()
+		tracing.Propagator.Inject(fctx, tracing.MDCarrier(req.Metadata))
+	}
+	waiter, err := r.waits.admit(stream.Context())
+	if err != nil {
+		call.EndSpan(fspan, err)
+		return nil, err
+	}
+	gw, err := r.cfg.Finder.FindGateway(fctx, req)
+	r.waits.release(waiter)
+	if gw != nil && gw.URL() != "" {
+		fspan.SetAttributes(attribute.String("tunnel.gateway", gw.URL()))
+	}
+	call.EndSpan(fspan, err)
+	return gw, err
+}
+
+// findFailed records a failed find and returns the caller's status.
+func (r *Router) findFailed(ctx context.Context, c call.Call, start time.Time, retry bool, err error) error {
+	var te *findTimeoutError
+	timedOut := errors.As(err, &te)
+	if !retry {
+		r.metrics.aborted(start, timedOut)
+	}
+	switch {
+	case timedOut && retry:
+		return status.Errorf(codes.DeadlineExceeded,
+			"the tunnel to agent %d went away as the call arrived, and no other tunnel for %s came within %s",
+			c.AgentID, c.FullMethod, r.cfg.FindTimeout)
+	case timedOut:
+		r.log.Debug("no tunnel found in time", "agent_id", c.AgentID, "method", c.FullMethod, "timeout", r.cfg.FindTimeout)
+		return status.Errorf(codes.DeadlineExceeded,
+			"no tunnel to agent %d for %s within %s: the agent is not connected, or does not serve this method",
+			c.AgentID, c.FullMethod, r.cfg.FindTimeout)
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	default:
+		return err
+	}
+}
