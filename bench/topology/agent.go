@@ -156,6 +156,15 @@ func (as Agents) Stop(ctx context.Context) {
 	wg.Wait()
 }
 
+// Kill drops every agent's connection at once, as crashed processes would.
+func (as Agents) Kill() {
+	var wg sync.WaitGroup
+	for _, a := range as {
+		wg.Go(a.Kill)
+	}
+	wg.Wait()
+}
+
 // WaitIdle waits until idle() reaches want, within timeout, and says how far it got when it did not.
 func WaitIdle(ctx context.Context, timeout time.Duration, want int64, idle func() int64) error {
 	if err := poll.Until(ctx, timeout, idleInterval, func() bool { return idle() >= want }); err != nil {

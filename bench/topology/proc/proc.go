@@ -26,6 +26,9 @@ const (
 	KillTimeout = 10 * time.Second
 	// readyInterval is how often WaitReady checks its condition.
 	readyInterval = 20 * time.Millisecond
+	// pipeDelay bounds how long a process's output is still read after it exited: a child it left
+	// behind may hold the pipes open.
+	pipeDelay = time.Second
 )
 
 // Proc is a running child process. Its stdout and stderr are kept together (Output) and stdout alone
@@ -50,6 +53,9 @@ func StartCmd(name string, cmd *exec.Cmd) (*Proc, error) {
 	}
 	p := &Proc{name: name, cmd: cmd, out: &lockedBuffer{}, stdout: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = io.MultiWriter(p.out, p.stdout), p.out
+	if cmd.WaitDelay == 0 {
+		cmd.WaitDelay = pipeDelay
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
