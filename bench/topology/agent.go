@@ -172,4 +172,3 @@ func WaitIdle(ctx context.Context, timeout time.Duration, want int64, idle func(
 	}
 	return nil
 }
-
