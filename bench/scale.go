@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
@@ -105,22 +106,9 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	heap0, gor0 := heapAndGoroutines()
 	tunnels := n * opts.TunnelsPerAgent
 	start := time.Now()
-	var agentReport *AgentsReport
-	var stopAgents func()
-	if opts.AgentsCommand != nil {
-		cmd := opts.AgentsCommand(route.Target, n, opts.TunnelsPerAgent)
-		rep, stop, err := startAgentsProcess(ctx, cmd)
-		if err != nil {
-			return ScaleResult{}, err
-		}
-		stopAgents = stop
-		agentReport = rep
-	} else {
-		agents, err := startScaleAgents(ctx, route.Target, n, opts.TunnelsPerAgent)
-		if err != nil {
-			return ScaleResult{}, err
-		}
-		stopAgents = func() { stopScaleAgents(agents) }
+	agentReport, stopAgents, err := startStepAgents(ctx, route.Target, n, opts)
+	if err != nil {
+		return ScaleResult{}, err
 	}
 	defer stopAgents()
 	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(tunnels), func() int64 { return k.Registry().Stats().IdleTunnels }); err != nil {
@@ -130,23 +118,8 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	heap1, gor1 := heapAndGoroutines()
 
 	// Routing under a fixed rate of calls spread over every agent.
-	var next int64
-	var mu sync.Mutex
-	conn := k.InternalConn()
-	newCall := func() load.Call {
-		c := demo.NewDemoClient(conn)
-		return func(ctx context.Context) (int, error) {
-			mu.Lock()
-			next = next%int64(n) + 1
-			id := next
-			mu.Unlock()
-			ctx = metadata.AppendToOutgoingContext(ctx, tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
-			_, err := c.Echo(ctx, &demo.EchoRequest{Payload: make([]byte, 64)})
-			return 128, err
-		}
-	}
 	before := snapshotRouting([]prometheus.Gatherer{mp.Registry()})
-	res, err := load.OpenLoop{Rate: opts.Rate, Duration: opts.Load}.Run(ctx, newCall)
+	res, err := load.OpenLoop{Rate: opts.Rate, Duration: opts.Load}.Run(ctx, spreadCalls(k.InternalConn(), n))
 	if err != nil {
 		return ScaleResult{}, err
 	}
@@ -171,6 +144,37 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 		r.AgentHeapBytesPerAgent = -1
 	}
 	return r, nil
+}
+
+// startStepAgents starts a step's n agents, in a process of their own when opts says how, and returns
+// that process's report (nil for agents in this process) and how to stop them.
+func startStepAgents(ctx context.Context, addr string, n int, opts ScaleOptions) (*AgentsReport, func(), error) {
+	if opts.AgentsCommand != nil {
+		return startAgentsProcess(ctx, opts.AgentsCommand(addr, n, opts.TunnelsPerAgent))
+	}
+	agents, err := startScaleAgents(ctx, addr, n, opts.TunnelsPerAgent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, func() { stopScaleAgents(agents) }, nil
+}
+
+// spreadCalls makes 64 B echo calls through conn to agents 1..n in turn.
+func spreadCalls(conn grpc.ClientConnInterface, n int) func() load.Call {
+	var next int64
+	var mu sync.Mutex
+	return func() load.Call {
+		c := demo.NewDemoClient(conn)
+		return func(ctx context.Context) (int, error) {
+			mu.Lock()
+			next = next%int64(n) + 1
+			id := next
+			mu.Unlock()
+			ctx = metadata.AppendToOutgoingContext(ctx, tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
+			_, err := c.Echo(ctx, &demo.EchoRequest{Payload: make([]byte, 64)})
+			return 128, err
+		}
+	}
 }
 
 // AgentsReport is what an agents process says about itself once every agent is connected.
