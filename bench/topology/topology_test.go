@@ -78,10 +78,9 @@ func TestPlainLinks(t *testing.T) {
 	}
 }
 
-func TestWrappedLinkCarriesEveryHop(t *testing.T) {
-	// Two kas share a tracker: agent 1 is on kas 0 and a call entering at kas 1 reaches it over kas 0's
-	// private API, every hop through the wrapper's forwarders.
-	link := newForwardLink(t)
+// replicaConfig is a kas on link for agent 1 with a private API secret, to give a tracker.
+func replicaConfig(t *testing.T, link Link) KasConfig {
+	t.Helper()
 	auth, err := AgentTokens(1, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +89,15 @@ func TestWrappedLinkCarriesEveryHop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := KasConfig{Link: link, Auth: auth, Tracker: tracker.NewMemory(0), Secret: secret, FindTimeout: 5 * time.Second}
+	return KasConfig{Link: link, Auth: auth, Secret: secret, FindTimeout: 5 * time.Second}
+}
+
+func TestWrappedLinkCarriesEveryHop(t *testing.T) {
+	// Two kas share a tracker: agent 1 is on kas 0 and a call entering at kas 1 reaches it over kas 0's
+	// private API, every hop through the wrapper's forwarders.
+	link := newForwardLink(t)
+	cfg := replicaConfig(t, link)
+	cfg.Tracker = tracker.NewMemory(0)
 	var ks []*Kas
 	for i := range 2 {
 		cfg.Index = i
@@ -129,17 +136,11 @@ func TestWrappedLinkCarriesEveryHop(t *testing.T) {
 
 func TestRedisTrackerTakesTheLink(t *testing.T) {
 	link := newForwardLink(t)
-	auth, err := AgentTokens(1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := NewSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := replicaConfig(t, link)
 	// Nothing listens at the address: the tracker only has to be made with the forwarder's.
-	k, err := StartKas(KasConfig{Index: 3, Link: link, Auth: auth, Secret: secret,
-		Redis: &tracker.RedisConfig{Address: "127.0.0.1:1", OpTimeout: 100 * time.Millisecond, DialTimeout: 100 * time.Millisecond}})
+	cfg.Index = 3
+	cfg.Redis = &tracker.RedisConfig{Address: "127.0.0.1:1", OpTimeout: 100 * time.Millisecond, DialTimeout: 100 * time.Millisecond}
+	k, err := StartKas(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
