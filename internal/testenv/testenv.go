@@ -1,6 +1,7 @@
 // Package testenv starts real kas and agents for tests: kas with its listeners on loopback TCP (or on
 // in-memory listeners), agents that serve the test service through real tunnels, and clients for both
-// routing APIs. Everything stops when the test ends.
+// routing APIs. Everything stops when the test ends. It starts them with bench/topology, adding the
+// test service, quick timeouts and failing the test on error.
 //
 // It is test support only; production code never imports it.
 package testenv

@@ -1,12 +1,17 @@
 package proc
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"time"
 )
+
+// BuildTimeout bounds building the commands.
+const BuildTimeout = 10 * time.Minute
 
 // Binaries builds the module's commands (go build ./cmd/...) once, on first use, into a temporary
 // directory: tests that run kas or agentk as processes share one build per test binary.
@@ -33,7 +38,9 @@ func (b *Binaries) build() {
 	if b.dir, b.err = os.MkdirTemp("", "tunnelbench-bin-"); b.err != nil {
 		return
 	}
-	cmd := exec.Command("go", "build", "-o", b.dir+string(filepath.Separator), "./cmd/...")
+	ctx, cancel := context.WithTimeout(context.Background(), BuildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", b.dir+string(filepath.Separator), "./cmd/...")
 	cmd.Dir = b.Root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.err = fmt.Errorf("go build ./cmd/...: %v\n%s", err, out)
