@@ -9,6 +9,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
+	"github.com/tunnelbench/tunnelbench/internal/poll"
 )
 
 func TestKasConfigReportsEveryProblem(t *testing.T) {
@@ -179,8 +180,8 @@ func TestAgentKillAndStop(t *testing.T) {
 	k, agents := startPair(t, TCP)
 	agents[0].Kill()
 	agents[1].Stop(testCtx(t))
-	if err := WaitIdle(testCtx(t), 10*time.Second, 0, func() int64 { return -k.Server.Registry().Stats().IdleTunnels }); err != nil {
-		t.Fatalf("kas kept tunnels of stopped agents: %v", err)
+	if err := poll.Until(testCtx(t), 10*time.Second, 10*time.Millisecond, func() bool { return k.Server.Registry().Stats().IdleTunnels == 0 }); err != nil {
+		t.Fatalf("kas kept %d tunnels of stopped agents: %v", k.Server.Registry().Stats().IdleTunnels, err)
 	}
 }
 

@@ -112,7 +112,8 @@ func (l proxyLink) Listen(h topo.Hop) (net.Listener, topo.Route, error) {
 	return ln, r, err
 }
 
-// Route is the hop's proxy, added the first time the hop is asked for.
+// Route is the hop's proxy, added the first time the hop is asked for: while the topology starts, from
+// one goroutine (agents' dialers later only find theirs).
 func (l proxyLink) Route(h topo.Hop, direct topo.Route) (topo.Route, error) {
 	link, ok := proxyLinks[h.Kind]
 	if !ok {
