@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -14,16 +12,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/bench/topology"
+	"github.com/tunnelbench/tunnelbench/bench/topology/proc"
 	"github.com/tunnelbench/tunnelbench/core/demo"
-	"github.com/tunnelbench/tunnelbench/core/kas"
-	"github.com/tunnelbench/tunnelbench/core/metrics"
-	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // Scale defaults.
@@ -88,76 +86,41 @@ func heapAndGoroutines() (uint64, int) {
 }
 
 func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, error) {
-	tokens := make(map[string]int64, n)
-	for id := int64(1); id <= int64(n); id++ {
-		tokens[AgentToken(id)] = id
-	}
-	auth, err := auth.NewStaticTokens(tokens)
+	auth, err := topology.AgentTokens(n, AgentToken)
 	if err != nil {
 		return ScaleResult{}, err
 	}
-	mp, err := metrics.New()
+	tk, err := topology.StartKas(topology.KasConfig{Auth: auth, AgentOnly: true, ShutdownGrace: 5 * time.Second})
 	if err != nil {
-		return ScaleResult{}, err
-	}
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	k, err := kas.New(kas.Config{AgentListen: "127.0.0.1:0", Authenticator: auth, MaxConnectionAge: -1, Metrics: mp, ShutdownGrace: 5 * time.Second})
-	if err != nil {
-		return ScaleResult{}, err
-	}
-	if err := k.Start(); err != nil {
 		return ScaleResult{}, err
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		k.Shutdown(sctx)
+		tk.Shutdown(sctx)
 	}()
+	k, mp := tk.Server, tk.Metrics
+	route, err := tk.Route(topology.Hop{Kind: topology.AgentKas})
+	if err != nil {
+		return ScaleResult{}, err
+	}
 	heap0, gor0 := heapAndGoroutines()
 	tunnels := n * opts.TunnelsPerAgent
 	start := time.Now()
-	var agentReport *AgentsReport
-	var stopAgents func()
-	if opts.AgentsCommand != nil {
-		cmd := opts.AgentsCommand(k.Addrs().Agent.String(), n, opts.TunnelsPerAgent)
-		rep, stop, err := startAgentsProcess(ctx, cmd)
-		if err != nil {
-			return ScaleResult{}, err
-		}
-		stopAgents = stop
-		agentReport = rep
-	} else {
-		agents, err := StartAgents(ctx, k.Addrs().Agent.String(), 1, n, opts.TunnelsPerAgent)
-		if err != nil {
-			return ScaleResult{}, err
-		}
-		stopAgents = agents.Stop
+	agentReport, stopAgents, err := startStepAgents(ctx, route.Target, n, opts)
+	if err != nil {
+		return ScaleResult{}, err
 	}
 	defer stopAgents()
-	if err := waitFor(ctx, scaleConnectTimeout, func() bool { return k.Registry().Stats().IdleTunnels >= int64(tunnels) }); err != nil {
-		return ScaleResult{}, fmt.Errorf("only %d of %d tunnels connected: %w", k.Registry().Stats().IdleTunnels, tunnels, err)
+	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(tunnels), func() int64 { return k.Registry().Stats().IdleTunnels }); err != nil {
+		return ScaleResult{}, err
 	}
 	connect := time.Since(start)
 	heap1, gor1 := heapAndGoroutines()
 
 	// Routing under a fixed rate of calls spread over every agent.
-	var next int64
-	var mu sync.Mutex
-	conn := k.InternalConn()
-	newCall := func() load.Call {
-		c := demo.NewDemoClient(conn)
-		return func(ctx context.Context) (int, error) {
-			mu.Lock()
-			next = next%int64(n) + 1
-			id := next
-			mu.Unlock()
-			ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
-			_, err := c.Echo(ctx, &demo.EchoRequest{Payload: make([]byte, 64)})
-			return 128, err
-		}
-	}
 	before := snapshotRouting([]prometheus.Gatherer{mp.Registry()})
-	res, err := load.OpenLoop{Rate: opts.Rate, Duration: opts.Load}.Run(ctx, newCall)
+	res, err := load.OpenLoop{Rate: opts.Rate, Duration: opts.Load}.Run(ctx, spreadCalls(k.InternalConn(), n))
 	if err != nil {
 		return ScaleResult{}, err
 	}
@@ -184,6 +147,37 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	return r, nil
 }
 
+// startStepAgents starts a step's n agents, in a process of their own when opts says how, and returns
+// that process's report (nil for agents in this process) and how to stop them.
+func startStepAgents(ctx context.Context, addr string, n int, opts ScaleOptions) (*AgentsReport, func(), error) {
+	if opts.AgentsCommand != nil {
+		return startAgentsProcess(ctx, opts.AgentsCommand(addr, n, opts.TunnelsPerAgent))
+	}
+	agents, err := startScaleAgents(ctx, addr, n, opts.TunnelsPerAgent)
+	if err != nil {
+		return nil, nil, err
+	}
+	return nil, func() { stopScaleAgents(agents) }, nil
+}
+
+// spreadCalls makes 64 B echo calls through conn to agents 1..n in turn.
+func spreadCalls(conn grpc.ClientConnInterface, n int) func() load.Call {
+	var next int64
+	var mu sync.Mutex
+	return func() load.Call {
+		c := demo.NewDemoClient(conn)
+		return func(ctx context.Context) (int, error) {
+			mu.Lock()
+			next = next%int64(n) + 1
+			id := next
+			mu.Unlock()
+			ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
+			_, err := c.Echo(ctx, &demo.EchoRequest{Payload: make([]byte, 64)})
+			return 128, err
+		}
+	}
+}
+
 // AgentsReport is what an agents process says about itself once every agent is connected.
 type AgentsReport struct {
 	Agents     int    `json:"agents"`
@@ -191,81 +185,30 @@ type AgentsReport struct {
 	Goroutines int    `json:"goroutines"`
 }
 
-// Agents is a set of agents running in this process.
-type Agents struct {
-	agents []*tunclient.Agent
-	conns  []interface{ Close() error }
+// startScaleAgents connects count agents with ids 1..count (tokens from AgentToken), each serving the
+// demo service, to the kas agent API at addr.
+func startScaleAgents(ctx context.Context, addr string, count, tunnelsPerAgent int) (topology.Agents, error) {
+	return topology.StartAgents(ctx, count, func(id int64) (topology.AgentConfig, error) {
+		return topology.AgentConfig{ID: id, Route: topology.Route{Target: addr}, MinIdle: tunnelsPerAgent}, nil
+	})
 }
 
-// StartAgents connects count agents with ids first..first+count-1 (tokens from AgentToken), each
-// serving the demo service, to the kas agent API at addr.
-func StartAgents(ctx context.Context, addr string, first, count, tunnelsPerAgent int) (*Agents, error) {
-	a := &Agents{}
-	for id := first; id < first+count; id++ {
-		if err := ctx.Err(); err != nil {
-			a.Stop()
-			return nil, err
-		}
-		conn, err := tunclient.DialKas(addr, AgentToken(int64(id)))
-		if err != nil {
-			a.Stop()
-			return nil, err
-		}
-		ag, err := tunclient.New(tunclient.Config{KasConn: conn, MinIdle: tunnelsPerAgent})
-		if err != nil {
-			_ = conn.Close()
-			a.Stop()
-			return nil, err
-		}
-		demo.Register(ag)
-		if err := ag.Start(); err != nil {
-			ag.Stop(context.Background())
-			_ = conn.Close()
-			a.Stop()
-			return nil, err
-		}
-		a.agents = append(a.agents, ag)
-		a.conns = append(a.conns, conn)
-	}
-	return a, nil
-}
-
-// Idle is the number of idle tunnels of all agents.
-func (a *Agents) Idle() int {
-	n := 0
-	for _, ag := range a.agents {
-		n += ag.Stats().Idle
-	}
-	return n
-}
-
-// Stop stops every agent.
-func (a *Agents) Stop() {
-	var wg sync.WaitGroup
-	for i, ag := range a.agents {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			ag.Stop(ctx)
-			_ = a.conns[i].Close()
-		}()
-	}
-	wg.Wait()
-	a.agents, a.conns = nil, nil
+func stopScaleAgents(agents topology.Agents) {
+	ctx, cancel := context.WithTimeout(context.Background(), topology.DefaultStopGrace)
+	defer cancel()
+	agents.Stop(ctx)
 }
 
 // RunScaleAgents is the body of an agents process: it connects count agents to addr, writes one
 // AgentsReport line to out once all have their idle tunnels, and runs until ctx ends.
 func RunScaleAgents(ctx context.Context, addr string, count, tunnelsPerAgent int, out io.Writer) error {
-	agents, err := StartAgents(ctx, addr, 1, count, tunnelsPerAgent)
+	agents, err := startScaleAgents(ctx, addr, count, tunnelsPerAgent)
 	if err != nil {
 		return err
 	}
-	defer agents.Stop()
-	if err := waitFor(ctx, scaleConnectTimeout, func() bool { return agents.Idle() >= count*tunnelsPerAgent }); err != nil {
-		return fmt.Errorf("agents did not connect: %w", err)
+	defer stopScaleAgents(agents)
+	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(count*tunnelsPerAgent), func() int64 { return int64(agents.Idle()) }); err != nil {
+		return err
 	}
 	heap, gor := heapAndGoroutines()
 	if err := json.NewEncoder(out).Encode(AgentsReport{Agents: count, HeapBytes: heap, Goroutines: gor}); err != nil {
@@ -277,55 +220,24 @@ func RunScaleAgents(ctx context.Context, addr string, count, tunnelsPerAgent int
 
 // startAgentsProcess runs cmd and waits for its report line.
 func startAgentsProcess(ctx context.Context, cmd *exec.Cmd) (*AgentsReport, func(), error) {
-	stdout, err := cmd.StdoutPipe()
+	p, err := proc.StartCmd("agents process", cmd)
 	if err != nil {
 		return nil, nil, err
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start agents process: %w", err)
-	}
-	stop := func() {
-		_ = cmd.Process.Signal(interrupt)
-		done := make(chan struct{})
-		go func() {
-			_ = cmd.Wait()
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case line, ok := <-lines:
-		if !ok {
-			stop()
-			return nil, nil, fmt.Errorf("agents process ended without a report: %s", strings.TrimSpace(stderr.String()))
-		}
-		var rep AgentsReport
-		if err := json.Unmarshal([]byte(line), &rep); err != nil {
-			stop()
-			return nil, nil, fmt.Errorf("agents process report %q: %w", line, err)
-		}
-		return &rep, stop, nil
-	case <-ctx.Done():
+	stop := func() { _ = p.Stop(30 * time.Second) }
+	var line string
+	if err := p.WaitReady(ctx, scaleConnectTimeout, func() bool {
+		var ok bool
+		line, _, ok = strings.Cut(p.Stdout(), "\n")
+		return ok
+	}); err != nil {
 		stop()
-		return nil, nil, ctx.Err()
-	case <-time.After(scaleConnectTimeout):
-		stop()
-		return nil, nil, errors.New("agents process did not report in time")
+		return nil, nil, fmt.Errorf("agents process did not report: %w", err)
 	}
+	var rep AgentsReport
+	if err := json.Unmarshal([]byte(line), &rep); err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("agents process report %q: %w", line, err)
+	}
+	return &rep, stop, nil
 }

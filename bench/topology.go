@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -11,21 +10,17 @@ import (
 	"os"
 	"time"
 
-	"github.com/tunnelbench/tunnelbench/internal/poll"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
 
+	"github.com/tunnelbench/tunnelbench/bench/topology"
+	"github.com/tunnelbench/tunnelbench/bench/topology/proc"
 	"github.com/tunnelbench/tunnelbench/core/demo"
-	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // Transport is how agents and callers reach kas in an in-process topology.
@@ -103,7 +98,8 @@ type Topology struct {
 	Metrics []*metrics.Provider
 	// Gatherers read each kas's metrics, in process or over HTTP.
 	Gatherers []prometheus.Gatherer
-	agents    []*topoAgent
+	kas       []*topology.Kas
+	agents    topology.Agents
 	public    []*grpc.ClientConn
 	// Direct is a connection to the demo service served without any tunnel, over the same transport.
 	Direct       *grpc.ClientConn
@@ -114,22 +110,23 @@ type Topology struct {
 	HTTPTunnel   string
 	httpServer   *http.Server
 	httpUps      []*httptunnel.Upstream
-	// children, scrapers and tempDir belong to a topology of processes.
-	children  []*child
-	scrapers  []scrapeGatherer
-	tempDir   string
-	agentDial []func(context.Context, string) (net.Conn, error)
-	agentAddr []string
-}
-
-type topoAgent struct {
-	id    int64
-	conn  *grpc.ClientConn
-	agent *tunclient.Agent
+	// procs, redis, scrapers and tempDir belong to a topology of processes.
+	procs    []*proc.Proc
+	redis    *proc.Redis
+	scrapers []scrapeGatherer
+	tempDir  string
 }
 
 // AgentToken is the token of agent id in harness topologies.
-func AgentToken(id int64) string { return fmt.Sprintf("bench-agent-%d", id) }
+func AgentToken(id int64) string { return topology.AgentToken(id) }
+
+// link is how agents and callers reach kas over transport.
+func (t Transport) link() topology.Link {
+	if t == TransportBufconn {
+		return topology.InMemory
+	}
+	return topology.TCP
+}
 
 // StartTopology starts everything and waits until every agent has its idle tunnels.
 func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err error) {
@@ -148,73 +145,8 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 			t.Close(context.Background())
 		}
 	}()
-	tokens := make(map[string]int64, cfg.Agents)
-	for id := int64(1); id <= int64(cfg.Agents); id++ {
-		tokens[AgentToken(id)] = id
-	}
-	auth, err := auth.NewStaticTokens(tokens)
-	if err != nil {
+	if err := t.startKas(); err != nil {
 		return nil, err
-	}
-	// Several kas share an in-memory tracker and reach each other's private APIs on loopback.
-	var (
-		tr     tracker.Tracker
-		secret []byte
-	)
-	if cfg.Kas > 1 {
-		tr = tracker.NewMemory(0)
-		secret = make([]byte, 32)
-		if _, err := rand.Read(secret); err != nil {
-			return nil, err
-		}
-	}
-	for range cfg.Kas {
-		mp, err := metrics.New()
-		if err != nil {
-			return nil, err
-		}
-		kc := kas.Config{
-			Dev:              true, // loopback and in-memory listeners only
-			Authenticator:    auth,
-			FindTimeout:      cfg.FindTimeout,
-			MaxConnectionAge: cfg.MaxConnectionAge,
-			MaxMessageSize:   cfg.MaxMessageSize,
-			Metrics:          mp,
-			Tracker:          tr,
-			PrivateAPISecret: secret,
-		}
-		if tr != nil {
-			kc.PrivateListen = "127.0.0.1:0"
-		}
-		var apiDial func(context.Context, string) (net.Conn, error)
-		kc.HTTPListen = "127.0.0.1:0" // HTTP is measured over loopback TCP whatever the gRPC transport
-		switch cfg.Transport {
-		case TransportTCP:
-			kc.AgentListen, kc.APIListen = "127.0.0.1:0", "127.0.0.1:0"
-		case TransportBufconn:
-			al, pl := grpctool.NewInMemoryListener(), grpctool.NewInMemoryListener()
-			kc.AgentListener, kc.APIListener = al, pl
-			t.agentDial = append(t.agentDial, func(ctx context.Context, _ string) (net.Conn, error) { return al.DialContext(ctx) })
-			apiDial = func(ctx context.Context, _ string) (net.Conn, error) { return pl.DialContext(ctx) }
-		}
-		k, err := kas.New(kc)
-		if err != nil {
-			return nil, err
-		}
-		if err := k.Start(); err != nil {
-			return nil, err
-		}
-		t.Kas = append(t.Kas, k)
-		t.Metrics = append(t.Metrics, mp)
-		t.Gatherers = append(t.Gatherers, mp.Registry())
-		pub, err := dialCaller(k.Addrs().API, apiDial, cfg.MaxMessageSize)
-		if err != nil {
-			return nil, err
-		}
-		t.public = append(t.public, pub)
-		if cfg.Transport == TransportTCP {
-			t.agentAddr = append(t.agentAddr, k.Addrs().Agent.String())
-		}
 	}
 	if err := t.startDirect(); err != nil {
 		return nil, err
@@ -223,102 +155,94 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 		return nil, err
 	}
 	t.HTTPTunnel = "http://" + t.Kas[0].Addrs().HTTP.String()
-	for id := int64(1); id <= int64(cfg.Agents); id++ {
-		if err := t.startAgent(id, 0); err != nil {
-			return nil, err
-		}
+	if t.agents, err = topology.StartAgents(ctx, cfg.Agents, t.agentConfig); err != nil {
+		return nil, err
 	}
 	want := int64(cfg.Agents * cfg.TunnelsPerAgent)
-	if err := waitFor(ctx, 2*time.Minute, func() bool { return t.Kas[0].Registry().Stats().IdleTunnels >= want }); err != nil {
-		return nil, fmt.Errorf("agents did not connect: %d of %d idle tunnels: %w", t.Kas[0].Registry().Stats().IdleTunnels, want, err)
+	if err := topology.WaitIdle(ctx, topology.DefaultConnectTimeout, want, func() int64 { return t.Kas[0].Registry().Stats().IdleTunnels }); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
 
-// dialCaller connects a caller: through dial (in memory), to addr, or to the named target.
-func dialCaller(addr net.Addr, dial func(context.Context, string) (net.Conn, error), maxMsg int, target ...string) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
+// startKas starts cfg.Kas kas instances. Several share an in-memory tracker and reach each other's
+// private APIs on loopback.
+func (t *Topology) startKas() error {
+	auth, err := topology.AgentTokens(t.cfg.Agents, AgentToken)
+	if err != nil {
+		return err
 	}
-	switch {
-	case dial != nil:
-		return grpc.NewClient("passthrough:in-memory", append(opts, grpc.WithContextDialer(dial))...)
-	case addr != nil:
-		return grpc.NewClient(addr.String(), opts...)
-	default:
-		return grpc.NewClient(target[0], opts...)
+	kc := topology.KasConfig{
+		Link:             t.cfg.Transport.link(),
+		Auth:             auth,
+		HTTP:             true, // HTTP is measured over loopback TCP whatever the gRPC transport
+		FindTimeout:      t.cfg.FindTimeout,
+		MaxConnectionAge: t.cfg.MaxConnectionAge,
+		MaxMessageSize:   t.cfg.MaxMessageSize,
 	}
+	if t.cfg.Kas > 1 {
+		kc.Tracker = tracker.NewMemory(0)
+		if kc.Secret, err = topology.NewSecret(); err != nil {
+			return err
+		}
+	}
+	for i := range t.cfg.Kas {
+		kc.Index = i
+		k, err := topology.StartKas(kc)
+		if err != nil {
+			return err
+		}
+		t.kas = append(t.kas, k)
+		t.Kas = append(t.Kas, k.Server)
+		t.Metrics = append(t.Metrics, k.Metrics)
+		t.Gatherers = append(t.Gatherers, k.Metrics.Registry())
+		pub, err := k.DialAPI(topology.MaxMessageSize(t.cfg.MaxMessageSize))
+		if err != nil {
+			return err
+		}
+		t.public = append(t.public, pub)
+	}
+	return nil
+}
+
+// dialCaller connects a caller to the named target.
+func dialCaller(target string, maxMsg int) (*grpc.ClientConn, error) {
+	return topology.Dial(topology.Route{Target: target}, topology.MaxMessageSize(maxMsg))
 }
 
 func (t *Topology) startDirect() error {
 	t.directServer = grpc.NewServer(grpc.MaxRecvMsgSize(t.cfg.MaxMessageSize), grpc.MaxSendMsgSize(t.cfg.MaxMessageSize))
 	demo.Register(t.directServer)
-	var (
-		l    net.Listener
-		dial func(context.Context, string) (net.Conn, error)
-	)
-	switch t.cfg.Transport {
-	case TransportBufconn:
-		ml := grpctool.NewInMemoryListener()
-		l, dial = ml, func(ctx context.Context, _ string) (net.Conn, error) { return ml.DialContext(ctx) }
-	default:
-		var err error
-		if l, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return err
-		}
+	l, route, err := t.cfg.Transport.link().Listen(topology.Hop{Kind: topology.CallerDirect})
+	if err != nil {
+		return err
 	}
 	go func() { _ = t.directServer.Serve(l) }()
-	conn, err := dialCaller(l.Addr(), dial, t.cfg.MaxMessageSize)
-	if err != nil {
-		return err
-	}
-	t.Direct = conn
-	return nil
+	t.Direct, err = topology.Dial(route, topology.MaxMessageSize(t.cfg.MaxMessageSize))
+	return err
 }
 
-func (t *Topology) startAgent(id int64, kasIndex int) error {
-	var opts []grpc.DialOption
-	target := "passthrough:in-memory"
-	if t.cfg.Transport == TransportBufconn {
-		opts = append(opts, grpc.WithContextDialer(t.agentDial[kasIndex]))
-	} else {
-		target = t.agentAddr[kasIndex]
-	}
-	conn, err := tunclient.DialKas(target, AgentToken(id), opts...)
-	if err != nil {
-		return err
-	}
-	a, err := tunclient.New(tunclient.Config{
-		KasConn:        conn,
+// agentConfig is agent id: on kas 0, serving the demo service and HTTP to the topology's upstream.
+func (t *Topology) agentConfig(id int64) (topology.AgentConfig, error) {
+	route, err := t.kas[0].AgentRoute(id)
+	return topology.AgentConfig{
+		ID:             id,
+		Route:          route,
 		MinIdle:        t.cfg.TunnelsPerAgent,
-		MaxConnections: max(tunclient.DefaultMaxConnections, t.cfg.TunnelsPerAgent),
 		MaxMessageSize: t.cfg.MaxMessageSize,
-	})
-	if err != nil {
-		_ = conn.Close()
-		return err
-	}
-	demo.Register(a)
-	up, err := url.Parse(t.HTTPUpstream)
-	if err == nil {
-		var hu *httptunnel.Upstream
-		if hu, err = httptunnel.Register(a, up); err == nil {
-			t.httpUps = append(t.httpUps, hu)
-		}
-	}
-	if err != nil {
-		a.Stop(context.Background())
-		_ = conn.Close()
-		return err
-	}
-	if err := a.Start(); err != nil {
-		a.Stop(context.Background())
-		_ = conn.Close()
-		return err
-	}
-	t.agents = append(t.agents, &topoAgent{id: id, conn: conn, agent: a})
-	return nil
+		Register: func(a *tunclient.Agent) error {
+			demo.Register(a)
+			up, err := url.Parse(t.HTTPUpstream)
+			if err != nil {
+				return err
+			}
+			hu, err := httptunnel.Register(a, up)
+			if err == nil {
+				t.httpUps = append(t.httpUps, hu)
+			}
+			return err
+		},
+	}, err
 }
 
 // Tunnel is a connection that reaches agents through kas i: in process (internal API) or over the
@@ -361,18 +285,12 @@ func (t *Topology) PathConn(p Path) (grpc.ClientConnInterface, error) {
 
 // Close stops agents, kas instances and the direct server. ctx bounds the graceful part.
 func (t *Topology) Close(ctx context.Context) {
-	for _, a := range t.agents {
-		a.agent.Stop(ctx)
-		_ = a.conn.Close()
-	}
+	t.agents.Stop(ctx)
 	for _, c := range t.public {
 		_ = c.Close()
 	}
-	for _, k := range t.Kas {
+	for _, k := range t.kas {
 		k.Shutdown(ctx)
-	}
-	for _, mp := range t.Metrics {
-		_ = mp.Shutdown(context.Background())
 	}
 	if t.Direct != nil {
 		_ = t.Direct.Close()
@@ -383,9 +301,12 @@ func (t *Topology) Close(ctx context.Context) {
 	for _, u := range t.httpUps {
 		u.Close()
 	}
-	// Agents first, so that calls in flight end before their kas go.
-	for i := len(t.children) - 1; i >= 0; i-- {
-		t.children[i].stop(15 * time.Second)
+	// Agents first, so that calls in flight end before their kas go; Redis last.
+	for i := len(t.procs) - 1; i >= 0; i-- {
+		_ = t.procs[i].Stop(15 * time.Second)
+	}
+	if t.redis != nil {
+		_ = t.redis.Close()
 	}
 	if t.tempDir != "" {
 		_ = os.RemoveAll(t.tempDir)
@@ -417,20 +338,16 @@ func (t *Topology) startHTTPUpstream() error {
 	return nil
 }
 
-func waitFor(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	return poll.Until(ctx, timeout, 5*time.Millisecond, cond)
-}
-
 // targetTopology is an existing deployment: nothing is started, calls go to its public API.
 func targetTopology(cfg TopologyConfig) (*Topology, error) {
 	t := &Topology{cfg: cfg}
-	pub, err := dialCaller(nil, nil, cfg.MaxMessageSize, cfg.Target)
+	pub, err := dialCaller(cfg.Target, cfg.MaxMessageSize)
 	if err != nil {
 		return nil, fmt.Errorf("--target %s: %w", cfg.Target, err)
 	}
 	t.public = []*grpc.ClientConn{pub}
 	if cfg.TargetDirect != "" {
-		if t.Direct, err = dialCaller(nil, nil, cfg.MaxMessageSize, cfg.TargetDirect); err != nil {
+		if t.Direct, err = dialCaller(cfg.TargetDirect, cfg.MaxMessageSize); err != nil {
 			t.Close(context.Background())
 			return nil, fmt.Errorf("--target-direct %s: %w", cfg.TargetDirect, err)
 		}

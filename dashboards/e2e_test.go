@@ -1,26 +1,24 @@
 package dashboards_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tunnelbench/tunnelbench/internal/procs"
 )
 
 // e2eScenario is the scenario name the simulated chaos run records under.
@@ -181,66 +179,31 @@ func startPrometheus(t *testing.T, targets map[string]string) *prometheus {
 	if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freePort(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(prometheusBin,
+	addr := procs.FreeAddr(t)
+	proc := procs.Start(t, prometheusBin,
 		"--config.file="+cfgPath,
 		"--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start prometheus: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
 		if t.Failed() {
-			t.Logf("prometheus output:\n%s", logs.String())
+			t.Logf("prometheus output:\n%s", proc.Output())
 		}
 	})
 	p := &prometheus{base: "http://" + addr, client: &http.Client{Timeout: 5 * time.Second}}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("prometheus exited: %v\n%s", err, logs.String())
-		default:
+	err = proc.WaitReady(context.Background(), 20*time.Second, func() bool {
+		resp, err := p.client.Get(p.base + "/-/ready")
+		if err != nil {
+			return false
 		}
-		if resp, err := p.client.Get(p.base + "/-/ready"); err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("prometheus not ready after 20s\n%s", logs.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// freePort returns a loopback address that was free a moment ago.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("prometheus: %v\n%s", err, proc.Output())
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	return p
 }
 
 // apiResponse is the envelope of Prometheus's HTTP API.

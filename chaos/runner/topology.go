@@ -2,34 +2,25 @@ package runner
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
-
-	"github.com/tunnelbench/tunnelbench/internal/poll"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/tunnelbench/tunnelbench/bench"
+	topo "github.com/tunnelbench/tunnelbench/bench/topology"
+	"github.com/tunnelbench/tunnelbench/bench/topology/proc"
 	"github.com/tunnelbench/tunnelbench/chaos"
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
-	"github.com/tunnelbench/tunnelbench/core/demo"
-	"github.com/tunnelbench/tunnelbench/core/kas"
-	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
-	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 )
 
 // Timing of the chaos topology, chosen so that faults show within a scenario's short run.
@@ -52,30 +43,21 @@ type topology struct {
 	secret  []byte
 	tokens  *auth.StaticTokens
 	memory  *tracker.Memory
-	redis   *redisServer
+	redis   *proc.Redis
 
 	kas     []*kasNode
 	callers []*grpc.ClientConn
 
 	mu     sync.Mutex
-	agents map[int64]*agentNode
+	agents map[int64]*topo.Agent
 
 	accepts acceptLog
 }
 
 type kasNode struct {
-	i        int
-	srv      *kas.Server
-	mp       *metrics.Provider
-	alive    atomic.Bool
-	redisTr  *tracker.Redis
-	agentLis *countingListener
-}
-
-type agentNode struct {
-	id    int64
-	agent *tunclient.Agent
-	conn  *grpc.ClientConn
+	i     int
+	k     *topo.Kas
+	alive atomic.Bool
 }
 
 // acceptLog records when kas accepted agent connections, for the reconnect rate.
@@ -109,27 +91,64 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
+// proxyLinks are the chaos links of the topology's hops.
+var proxyLinks = map[topo.HopKind]chaos.Link{
+	topo.CallerKas: chaos.LinkCallerKas,
+	topo.AgentKas:  chaos.LinkAgentKas,
+	topo.KasKas:    chaos.LinkKasKas,
+	topo.KasRedis:  chaos.LinkKasRedis,
+}
+
+// proxyLink is loopback TCP with a proxy on every hop, named as selections expect (see chaos.Select),
+// that counts the connections kas accepts from agents.
+type proxyLink struct {
+	proxies *chaos.Proxies
+	accepts *acceptLog
+}
+
+func (l proxyLink) Listen(h topo.Hop) (net.Listener, topo.Route, error) {
+	ln, r, err := topo.TCP.Listen(h)
+	if err == nil && h.Kind == topo.AgentKas {
+		ln = &countingListener{Listener: ln, log: l.accepts}
+	}
+	return ln, r, err
+}
+
+// Route is the hop's proxy, added the first time the hop is asked for: while the topology starts, from
+// one goroutine (agents' dialers later only find theirs).
+func (l proxyLink) Route(h topo.Hop, direct topo.Route) (topo.Route, error) {
+	link, ok := proxyLinks[h.Kind]
+	if !ok {
+		return topo.Route{}, fmt.Errorf("no chaos link for %s", h.Kind)
+	}
+	name := chaos.KasName(h.Kas)
+	if h.Kind == topo.AgentKas {
+		name = chaos.AgentName(h.Agent) + "/" + name
+	}
+	if p := l.proxies.Get(link, name); p != nil {
+		return topo.Route{Target: p.Listen()}, nil
+	}
+	addr, err := l.proxies.Add(link, name, direct.Target)
+	return topo.Route{Target: addr}, err
+}
+
 func startTopology(ctx context.Context, sc *scenario.Scenario, log *slog.Logger) (_ *topology, err error) {
-	t := &topology{sc: sc, log: log, proxies: chaos.NewProxies(), agents: map[int64]*agentNode{}, secret: make([]byte, 32)}
+	t := &topology{sc: sc, log: log, proxies: chaos.NewProxies(), agents: map[int64]*topo.Agent{}}
 	defer func() {
 		if err != nil {
 			t.close()
 		}
 	}()
-	if _, err := rand.Read(t.secret); err != nil {
+	if t.secret, err = topo.NewSecret(); err != nil {
 		return nil, err
 	}
-	tokens := map[string]int64{}
-	for _, id := range sc.Topology.AgentIDs() {
-		tokens[bench.AgentToken(id)] = id
-	}
-	if t.tokens, err = auth.NewStaticTokens(tokens); err != nil {
+	if t.tokens, err = topo.AgentTokens(sc.Topology.Agents, topo.AgentToken); err != nil {
 		return nil, err
 	}
 	switch sc.Topology.Tracker {
 	case scenario.TrackerRedis:
-		if t.redis, err = startRedis(); err != nil {
-			return nil, err
+		if t.redis, err = proc.StartRedis(""); err != nil {
+			return nil, fmt.Errorf("a scenario with tracker: redis needs Redis: %w", err)
 		}
 	default:
 		t.memory = tracker.NewMemory(trackerTTL)
@@ -145,88 +164,46 @@ func startTopology(ctx context.Context, sc *scenario.Scenario, log *slog.Logger)
 		}
 	}
 	want := int64(sc.Topology.Agents * sc.Topology.TunnelsPerAgent)
-	if err := waitUntil(ctx, 2*time.Minute, func() bool { return t.stats().IdleTunnels >= want }); err != nil {
-		return nil, fmt.Errorf("agents did not connect: %d of %d idle tunnels: %w", t.stats().IdleTunnels, want, err)
+	if err := topo.WaitIdle(ctx, topo.DefaultConnectTimeout, want, func() int64 { return t.stats().IdleTunnels }); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
 
 func (t *topology) startKas(i int) error {
-	n := &kasNode{i: i}
-	n.alive.Store(true)
-	mp, err := metrics.New()
-	if err != nil {
-		return err
-	}
-	n.mp = mp
-	al, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	n.agentLis = &countingListener{Listener: al, log: &t.accepts}
-	api, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	priv, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	name := chaos.KasName(i)
-	callerAddr, err := t.proxies.Add(chaos.LinkCallerKas, name, api.Addr().String())
-	if err != nil {
-		return err
-	}
-	privAddr, err := t.proxies.Add(chaos.LinkKasKas, name, priv.Addr().String())
-	if err != nil {
-		return err
-	}
-	for _, id := range t.sc.Topology.AgentIDs() {
-		if _, err := t.proxies.Add(chaos.LinkAgentKas, chaos.AgentName(id)+"/"+name, al.Addr().String()); err != nil {
-			return err
-		}
-	}
-	cfg := kas.Config{
-		Dev:              true, // loopback and in-memory listeners only
-		AgentListener:    n.agentLis,
-		APIListener:      api,
-		PrivateListener:  priv,
-		Authenticator:    t.tokens,
+	cfg := topo.KasConfig{
+		Index:            i,
+		Link:             proxyLink{proxies: t.proxies, accepts: &t.accepts},
+		Auth:             t.tokens,
+		Private:          true, // kas->kas proxies exist whatever the tracker
+		Secret:           t.secret,
 		FindTimeout:      t.sc.Topology.FindTimeout,
 		MaxConnectionAge: t.sc.Topology.MaxConnectionAge,
-		PrivateURL:       "grpc://" + privAddr,
-		PrivateAPISecret: t.secret,
 		TrackerRefresh:   trackerRefresh,
 		ShutdownGrace:    kasShutdown,
-		Metrics:          mp,
 		Log:              t.log.With("kas", i),
-	}
-	if cfg.MaxConnectionAge <= 0 {
-		cfg.MaxConnectionAge = -1
 	}
 	switch {
 	case t.redis != nil:
-		redisAddr, err := t.proxies.Add(chaos.LinkKasRedis, name, t.redis.addr)
-		if err != nil {
-			return err
-		}
-		if n.redisTr, err = tracker.NewRedis(tracker.RedisConfig{Address: redisAddr, TTL: trackerTTL, RefreshPeriod: trackerRefresh,
-			OpTimeout: time.Second, DialTimeout: time.Second}); err != nil {
-			return err
-		}
-		cfg.Tracker = n.redisTr
+		cfg.Redis = &tracker.RedisConfig{Address: t.redis.Addr(), TTL: trackerTTL, RefreshPeriod: trackerRefresh,
+			OpTimeout: time.Second, DialTimeout: time.Second}
 	case t.sc.Topology.Kas > 1:
 		cfg.Tracker = t.memory
 	}
-	if n.srv, err = kas.New(cfg); err != nil {
+	k, err := topo.StartKas(cfg)
+	if err != nil {
 		return err
 	}
-	if err := n.srv.Start(); err != nil {
-		return err
-	}
+	n := &kasNode{i: i, k: k}
+	n.alive.Store(true)
 	t.kas = append(t.kas, n)
-	caller, err := grpc.NewClient(callerAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(scenario.MaxPayload+(64<<10)), grpc.MaxCallSendMsgSize(scenario.MaxPayload+(64<<10))))
+	// A proxy from every agent to every kas, so that agents can re-home (see dialer).
+	for _, id := range t.sc.Topology.AgentIDs() {
+		if _, err := k.AgentRoute(id); err != nil {
+			return err
+		}
+	}
+	caller, err := k.DialAPI(topo.MaxMessageSize(scenario.MaxPayload + (64 << 10)))
 	if err != nil {
 		return err
 	}
@@ -245,37 +222,29 @@ func (t *topology) dialer(id int64) func(context.Context, string) (net.Conn, err
 			if !t.kas[i].alive.Load() {
 				continue
 			}
-			p := t.proxies.Get(chaos.LinkAgentKas, chaos.AgentName(id)+"/"+chaos.KasName(i))
+			r, err := t.kas[i].k.AgentRoute(id)
+			if err != nil {
+				return nil, err
+			}
 			var d net.Dialer
-			return d.DialContext(ctx, "tcp", p.Listen())
+			return d.DialContext(ctx, "tcp", r.Target)
 		}
 		return nil, errors.New("no kas is alive")
 	}
 }
 
 func (t *topology) startAgent(id int64) error {
-	conn, err := tunclient.DialKas("passthrough:kas", bench.AgentToken(id), grpc.WithContextDialer(t.dialer(id)))
-	if err != nil {
-		return err
-	}
-	a, err := tunclient.New(tunclient.Config{
-		KasConn:        conn,
-		MinIdle:        t.sc.Topology.TunnelsPerAgent,
-		MaxConnections: max(tunclient.DefaultMaxConnections, t.sc.Topology.TunnelsPerAgent),
-		Log:            t.log.With("agent_id", id),
+	a, err := topo.StartAgent(topo.AgentConfig{
+		ID:      id,
+		Route:   topo.Route{Target: "passthrough:kas", Dial: t.dialer(id)},
+		MinIdle: t.sc.Topology.TunnelsPerAgent,
+		Log:     t.log.With("agent_id", id),
 	})
 	if err != nil {
-		_ = conn.Close()
-		return err
-	}
-	demo.Register(a)
-	if err := a.Start(); err != nil {
-		a.Stop(context.Background())
-		_ = conn.Close()
 		return err
 	}
 	t.mu.Lock()
-	t.agents[id] = &agentNode{id: id, agent: a, conn: conn}
+	t.agents[id] = a
 	t.mu.Unlock()
 	return nil
 }
@@ -287,7 +256,7 @@ func (t *topology) stats() registry.Stats {
 		if !n.alive.Load() {
 			continue
 		}
-		st := n.srv.Registry().Stats()
+		st := n.k.Server.Registry().Stats()
 		s.IdleTunnels += st.IdleTunnels
 		s.BusyTunnels += st.BusyTunnels
 		s.WaitingCalls += st.WaitingCalls
@@ -299,7 +268,7 @@ func (t *topology) stats() registry.Stats {
 func (t *topology) gatherers() []prometheus.Gatherer {
 	gs := make([]prometheus.Gatherer, 0, len(t.kas))
 	for _, n := range t.kas {
-		gs = append(gs, n.mp.Registry())
+		gs = append(gs, n.k.Metrics.Registry())
 	}
 	return gs
 }
@@ -325,7 +294,7 @@ func (t *topology) KillKas(_ context.Context, i int) error {
 	if i < 0 || i >= len(t.kas) || !t.kas[i].alive.Swap(false) {
 		return fmt.Errorf("kas %d is not running", i)
 	}
-	t.kas[i].srv.Kill()
+	t.kas[i].k.Kill()
 	return nil
 }
 
@@ -333,20 +302,20 @@ func (t *topology) StopKas(ctx context.Context, i int) error {
 	if i < 0 || i >= len(t.kas) || !t.kas[i].alive.Swap(false) {
 		return fmt.Errorf("kas %d is not running", i)
 	}
-	t.kas[i].srv.Shutdown(ctx)
+	t.kas[i].k.Server.Shutdown(ctx) // its metrics stay readable until close
 	return nil
 }
 
-func (t *topology) takeAgents(ids []int64) ([]*agentNode, error) {
+func (t *topology) takeAgents(ids []int64) (topo.Agents, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []*agentNode
+	var out topo.Agents
 	for _, id := range ids {
-		n := t.agents[id]
-		if n == nil {
+		a := t.agents[id]
+		if a == nil {
 			return nil, fmt.Errorf("agent %d is not running", id)
 		}
-		out = append(out, n)
+		out = append(out, a)
 	}
 	for _, id := range ids {
 		delete(t.agents, id)
@@ -356,22 +325,11 @@ func (t *topology) takeAgents(ids []int64) ([]*agentNode, error) {
 
 // KillAgents drops the agents' connections at once, as a crashed process would.
 func (t *topology) KillAgents(_ context.Context, ids []int64) error {
-	nodes, err := t.takeAgents(ids)
+	agents, err := t.takeAgents(ids)
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = n.conn.Close()
-			done, cancel := context.WithCancel(context.Background())
-			cancel()
-			n.agent.Stop(done)
-		}()
-	}
-	wg.Wait()
+	agents.Kill()
 	return nil
 }
 
@@ -389,138 +347,55 @@ func (t *topology) StartAgents(ctx context.Context, ids []int64) error {
 
 // RestartAgents stops the agents gracefully (calls in flight finish) and starts them again.
 func (t *topology) RestartAgents(ctx context.Context, ids []int64) error {
-	nodes, err := t.takeAgents(ids)
+	agents, err := t.takeAgents(ids)
 	if err != nil {
 		return err
 	}
-	stopAgents(nodes)
+	stopAgents(agents)
 	return t.StartAgents(ctx, ids)
 }
 
 // stopAgents stops agents gracefully, all at once: calls in flight finish within agentStopGrace.
-func stopAgents(nodes []*agentNode) {
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), agentStopGrace)
-			defer cancel()
-			n.agent.Stop(ctx)
-			_ = n.conn.Close()
-		}()
-	}
-	wg.Wait()
+func stopAgents(agents topo.Agents) {
+	ctx, cancel := context.WithTimeout(context.Background(), agentStopGrace)
+	defer cancel()
+	agents.Stop(ctx)
 }
 
 func (t *topology) StopRedis(context.Context) error {
 	if t.redis == nil {
 		return errors.New("the topology has no Redis")
 	}
-	return t.redis.stop()
+	return t.redis.Kill()
 }
 
 func (t *topology) StartRedis(context.Context) error {
 	if t.redis == nil {
 		return errors.New("the topology has no Redis")
 	}
-	return t.redis.start()
+	return t.redis.Start()
 }
 
 // close stops everything the topology started.
 func (t *topology) close() {
 	t.mu.Lock()
-	nodes := make([]*agentNode, 0, len(t.agents))
-	for _, n := range t.agents {
-		nodes = append(nodes, n)
+	agents := make(topo.Agents, 0, len(t.agents))
+	for _, a := range t.agents {
+		agents = append(agents, a)
 	}
-	t.agents = map[int64]*agentNode{}
+	t.agents = map[int64]*topo.Agent{}
 	t.mu.Unlock()
-	stopAgents(nodes)
+	stopAgents(agents)
 	for _, c := range t.callers {
 		_ = c.Close()
 	}
 	for _, n := range t.kas {
-		if n.srv == nil {
-			continue
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), kasShutdown)
-		n.srv.Shutdown(ctx)
+		n.k.Shutdown(ctx)
 		cancel()
-		_ = n.mp.Shutdown(context.Background())
-		if n.redisTr != nil {
-			_ = n.redisTr.Close()
-		}
 	}
 	t.proxies.Close()
 	if t.redis != nil {
-		_ = t.redis.stop()
-		_ = os.RemoveAll(t.redis.dir)
+		_ = t.redis.Close()
 	}
-}
-
-func waitUntil(ctx context.Context, timeout time.Duration, cond func() bool) error {
-	return poll.Until(ctx, timeout, 10*time.Millisecond, cond)
-}
-
-// redisServer is a throw-away redis-server on loopback that the scenario can stop and start again.
-type redisServer struct {
-	bin, addr, port, dir string
-	cmd                  *exec.Cmd
-	done                 chan struct{}
-}
-
-func startRedis() (*redisServer, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, errors.New("a scenario with tracker: redis needs redis-server (apt-get install -y redis-server)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	_, port, _ := net.SplitHostPort(addr)
-	dir, err := os.MkdirTemp("", "tunnelbench-redis-")
-	if err != nil {
-		return nil, err
-	}
-	r := &redisServer{bin: bin, addr: addr, port: port, dir: dir}
-	return r, r.start()
-}
-
-func (r *redisServer) start() error {
-	if r.cmd != nil {
-		return errors.New("redis is already running")
-	}
-	r.cmd = exec.Command(r.bin, "--port", r.port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", r.dir)
-	if err := r.cmd.Start(); err != nil {
-		r.cmd = nil
-		return fmt.Errorf("start redis-server: %w", err)
-	}
-	r.done = make(chan struct{})
-	cmd, done := r.cmd, r.done
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	return waitUntil(context.Background(), 10*time.Second, func() bool {
-		c, err := net.DialTimeout("tcp", r.addr, 100*time.Millisecond)
-		if err != nil {
-			return false
-		}
-		_ = c.Close()
-		return true
-	})
-}
-
-func (r *redisServer) stop() error {
-	if r.cmd == nil {
-		return errors.New("redis is not running")
-	}
-	_ = r.cmd.Process.Kill()
-	<-r.done
-	r.cmd = nil
-	return nil
 }

@@ -2,13 +2,14 @@ package kas_test
 
 import (
 	"errors"
-	"github.com/tunnelbench/tunnelbench/core/kas"
 	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/core/kas"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

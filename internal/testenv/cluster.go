@@ -2,19 +2,16 @@ package testenv
 
 import (
 	"context"
-	"crypto/rand"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/tunnelbench/tunnelbench/bench/topology"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
-	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 )
 
 // ClusterOptions configure StartCluster. Zero values are fine.
@@ -36,61 +33,43 @@ type Cluster struct {
 	Public  []*grpc.ClientConn
 	Tracker tracker.Tracker
 	Secret  []byte
+	kas     []*topology.Kas
 	down    []bool
 }
+
+// clusterAgents is how many agent ids (1..clusterAgents) a cluster accepts.
+const clusterAgents = 100
 
 // StartCluster starts n kas instances. Agents are started with StartAgent, on the kas of your choice.
 func StartCluster(t testing.TB, n int, opts ClusterOptions) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, opts: opts, Tracker: opts.Tracker, Secret: make([]byte, 32), down: make([]bool, n)}
-	if _, err := rand.Read(c.Secret); err != nil {
+	c := &Cluster{t: t, opts: opts, Tracker: opts.Tracker, down: make([]bool, n)}
+	var err error
+	if c.Secret, err = topology.NewSecret(); err != nil {
 		t.Fatal(err)
 	}
 	if c.Tracker == nil {
 		c.Tracker = tracker.NewMemory(0)
 	}
-	tokens := map[string]int64{}
-	for id := int64(1); id <= 100; id++ {
-		tokens[Token(id)] = id
-	}
-	auth, err := auth.NewStaticTokens(tokens)
+	auth, err := topology.AgentTokens(clusterAgents, Token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		mp, err := metrics.New()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg := kas.Config{
-			Dev:              true, // loopback and in-memory listeners only
-			AgentListen:      "127.0.0.1:0",
-			APIListen:        "127.0.0.1:0",
-			PrivateListen:    "127.0.0.1:0",
-			Authenticator:    auth,
-			FindTimeout:      5 * time.Second,
-			MaxConnectionAge: -1,
-			ShutdownGrace:    5 * time.Second,
-			Tracker:          c.Tracker,
-			PrivateAPISecret: c.Secret,
-			UnregisterDelay:  200 * time.Millisecond,
-			Metrics:          mp,
-		}
+		cfg := topology.KasConfig{Index: i, Auth: auth, Tracker: c.Tracker, Secret: c.Secret, FindTimeout: findTimeout,
+			ShutdownGrace: shutdownGrace, UnregisterDelay: 200 * time.Millisecond}
 		if opts.Kas != nil {
-			opts.Kas(i, &cfg)
+			cfg.Adjust = func(kc *kas.Config) { opts.Kas(i, kc) }
 		}
-		k, err := kas.New(cfg)
+		k, err := topology.StartKas(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := k.Start(); err != nil {
-			t.Fatal(err)
-		}
-		c.Kas = append(c.Kas, k)
-		c.Metrics = append(c.Metrics, mp)
-		i := i
+		c.kas = append(c.kas, k)
+		c.Kas = append(c.Kas, k.Server)
+		c.Metrics = append(c.Metrics, k.Metrics)
 		t.Cleanup(func() { c.StopKas(i) })
-		pub, err := grpc.NewClient(k.Addrs().API.String(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts.CallerDial...)...)
+		pub, err := k.DialAPI(opts.CallerDial...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,25 +94,7 @@ func (c *Cluster) StopKas(i int) {
 func (c *Cluster) StartAgent(id int64, i int) *AgentEnv {
 	t := c.t
 	t.Helper()
-	conn, err := tunclient.DialKas(c.Kas[i].Addrs().Agent.String(), Token(id), c.opts.AgentDial...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp, err := metrics.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := tunclient.New(tunclient.Config{KasConn: conn, Meter: mp.Meter("agent"),
-		Backoff: tunclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Factor: 1.6, Jitter: 0.2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc := testsvc.Register(a)
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ae := &AgentEnv{ID: id, Agent: a, Service: svc, Metrics: mp, conn: conn}
-	t.Cleanup(func() { (&Env{}).StopAgent(ae) })
+	ae := startAgent(t, c.kas[i], id, c.opts.AgentDial, func(*tunclient.Config) {}, func(*tunclient.Agent) {})
 	Eventually(t, 10*time.Second, func() bool { return c.Kas[i].Registry().Stats().IdleTunnels >= int64(tunclient.DefaultMinIdle) },
 		"agent %d never got idle tunnels on kas %d", id, i)
 	return ae

@@ -1,6 +1,7 @@
 // Package testenv starts real kas and agents for tests: kas with its listeners on loopback TCP (or on
 // in-memory listeners), agents that serve the test service through real tunnels, and clients for both
-// routing APIs. Everything stops when the test ends.
+// routing APIs. Everything stops when the test ends. It starts them with bench/topology, adding the
+// test service, quick timeouts and failing the test on error.
 //
 // It is test support only; production code never imports it.
 package testenv
@@ -8,21 +9,19 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/bench/topology"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
-	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 )
 
@@ -58,25 +57,33 @@ type AgentEnv struct {
 	Agent   *tunclient.Agent
 	Service *testsvc.Server
 	Metrics *metrics.Provider
-	conn    *grpc.ClientConn
+	agent   *topology.Agent
 	stopped bool
 }
 
 // Env is a running kas with its agents.
 type Env struct {
-	t         testing.TB
-	opts      Options
-	Kas       *kas.Server
-	Metrics   *metrics.Provider
-	Agents    map[int64]*AgentEnv
-	Public    *grpc.ClientConn
-	agentDial func(context.Context, string) (net.Conn, error)
-	agentAddr string
-	kasDown   bool
+	t       testing.TB
+	opts    Options
+	Kas     *kas.Server
+	Metrics *metrics.Provider
+	Agents  map[int64]*AgentEnv
+	Public  *grpc.ClientConn
+	kas     *topology.Kas
+	kasDown bool
 }
 
 // Token is the agent token testenv gives agent id.
 func Token(id int64) string { return fmt.Sprintf("token-%d", id) }
+
+// Test timing: short, so that tests that wait for a timeout or a reconnect are quick.
+const (
+	findTimeout   = 5 * time.Second
+	shutdownGrace = 5 * time.Second
+)
+
+// backoff reconnects agents quickly.
+var backoff = tunclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Factor: 1.6, Jitter: 0.2}
 
 // Start starts kas and the agents and waits until every agent has its idle tunnels.
 func Start(t testing.TB, opts Options) *Env {
@@ -87,64 +94,25 @@ func Start(t testing.TB, opts Options) *Env {
 	if opts.Agents == 0 {
 		opts.Agents = 1
 	}
-	tokens := map[string]int64{}
-	for id := int64(1); id <= int64(max(opts.Agents, 0))+10; id++ {
-		tokens[Token(id)] = id
-	}
-	auth, err := auth.NewStaticTokens(tokens)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp, err := metrics.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := kas.Config{
-		Dev:              true, // loopback and in-memory listeners only
-		Authenticator:    auth,
-		FindTimeout:      5 * time.Second,
-		MaxConnectionAge: -1,
-		ShutdownGrace:    5 * time.Second,
-		Metrics:          mp,
-	}
-	e := &Env{t: t, opts: opts, Metrics: mp, Agents: map[int64]*AgentEnv{}}
-	var apiDial func(context.Context, string) (net.Conn, error)
+	link := topology.TCP
 	switch opts.Transport {
 	case TCP:
-		cfg.AgentListen = "127.0.0.1:0"
-		cfg.APIListen = "127.0.0.1:0"
 	case Bufconn:
-		al, pl := grpctool.NewInMemoryListener(), grpctool.NewInMemoryListener()
-		cfg.AgentListener, cfg.APIListener = al, pl
-		e.agentDial = func(ctx context.Context, _ string) (net.Conn, error) { return al.DialContext(ctx) }
-		apiDial = func(ctx context.Context, _ string) (net.Conn, error) { return pl.DialContext(ctx) }
+		link = topology.InMemory
 	default:
 		t.Fatalf("unknown transport %q", opts.Transport)
 	}
-	if opts.Kas != nil {
-		opts.Kas(&cfg)
-	}
-	k, err := kas.New(cfg)
+	auth, err := topology.AgentTokens(max(opts.Agents, 0)+10, Token)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := k.Start(); err != nil {
+	k, err := topology.StartKas(topology.KasConfig{Link: link, Auth: auth, FindTimeout: findTimeout, ShutdownGrace: shutdownGrace, Adjust: opts.Kas})
+	if err != nil {
 		t.Fatal(err)
 	}
-	e.Kas = k
+	e := &Env{t: t, opts: opts, Kas: k.Server, Metrics: k.Metrics, Agents: map[int64]*AgentEnv{}, kas: k}
 	t.Cleanup(e.stopKas)
-
-	apiTarget := "passthrough:in-memory"
-	if opts.Transport == TCP {
-		e.agentAddr = k.Addrs().Agent.String()
-		apiTarget = k.Addrs().API.String()
-	}
-	callerOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	if apiDial != nil {
-		callerOpts = append(callerOpts, grpc.WithContextDialer(apiDial))
-	}
-	e.Public, err = grpc.NewClient(apiTarget, append(callerOpts, opts.CallerDial...)...)
-	if err != nil {
+	if e.Public, err = k.DialAPI(opts.CallerDial...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = e.Public.Close() })
@@ -160,17 +128,28 @@ func Start(t testing.TB, opts Options) *Env {
 
 // StartAgent starts (or restarts) agent id and returns it. It does not wait for its tunnels.
 func (e *Env) StartAgent(id int64) *AgentEnv {
-	t := e.t
-	t.Helper()
-	target := "passthrough:in-memory"
-	dial := []grpc.DialOption{}
-	if e.agentDial != nil {
-		dial = append(dial, grpc.WithContextDialer(e.agentDial))
-	} else {
-		target = e.agentAddr
+	e.t.Helper()
+	adjust := func(c *tunclient.Config) {
+		c.ShutdownReconnectJitter = 100 * time.Millisecond
+		if e.opts.Agent != nil {
+			e.opts.Agent(id, c)
+		}
 	}
-	dial = append(dial, e.opts.AgentDial...)
-	conn, err := tunclient.DialKas(target, Token(id), dial...)
+	register := func(a *tunclient.Agent) {
+		if e.opts.Register != nil {
+			e.opts.Register(id, a)
+		}
+	}
+	ae := startAgent(e.t, e.kas, id, e.opts.AgentDial, adjust, register)
+	e.Agents[id] = ae
+	return ae
+}
+
+// startAgent starts agent id on k, serving the test service, with a meter of its own and a quick
+// backoff; adjust and register are the test's hooks. The agent stops when the test ends.
+func startAgent(t testing.TB, k *topology.Kas, id int64, dial []grpc.DialOption, adjust func(*tunclient.Config), register func(*tunclient.Agent)) *AgentEnv {
+	t.Helper()
+	route, err := k.AgentRoute(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,37 +157,38 @@ func (e *Env) StartAgent(id int64) *AgentEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := tunclient.Config{KasConn: conn, Meter: mp.Meter("agent"), Backoff: tunclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Factor: 1.6, Jitter: 0.2}, ShutdownReconnectJitter: 100 * time.Millisecond}
-	if e.opts.Agent != nil {
-		e.opts.Agent(id, &cfg)
-	}
-	a, err := tunclient.New(cfg)
+	ae := &AgentEnv{ID: id, Metrics: mp}
+	ae.agent, err = topology.StartAgent(topology.AgentConfig{
+		ID: id, Route: route, Token: Token(id), DialOptions: dial,
+		Adjust: func(c *tunclient.Config) {
+			c.Meter, c.Backoff = mp.Meter("agent"), backoff
+			adjust(c)
+		},
+		Register: func(a *tunclient.Agent) error {
+			ae.Service = testsvc.Register(a)
+			register(a)
+			return nil
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := testsvc.Register(a)
-	if e.opts.Register != nil {
-		e.opts.Register(id, a)
-	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	ae := &AgentEnv{ID: id, Agent: a, Service: svc, Metrics: mp, conn: conn}
-	e.Agents[id] = ae
-	t.Cleanup(func() { e.StopAgent(ae) })
+	ae.Agent = ae.agent.Agent
+	t.Cleanup(func() { stopAgent(ae) })
 	return ae
 }
 
 // StopAgent stops an agent gracefully (calls in flight finish) and closes its connection.
-func (e *Env) StopAgent(ae *AgentEnv) {
+func (e *Env) StopAgent(ae *AgentEnv) { stopAgent(ae) }
+
+func stopAgent(ae *AgentEnv) {
 	if ae.stopped {
 		return
 	}
 	ae.stopped = true
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ae.Agent.Stop(ctx)
-	_ = ae.conn.Close()
+	ae.agent.Stop(ctx)
 }
 
 func (e *Env) stopKas() {

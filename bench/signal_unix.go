@@ -1,8 +1,0 @@
-//go:build unix
-
-package bench
-
-import "syscall"
-
-// interrupt asks an agents process to stop gracefully.
-var interrupt = syscall.SIGTERM
