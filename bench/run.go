@@ -170,7 +170,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 		for i, c := range cases {
 			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: slice}
 			if opts.Metrics != nil {
-				gen.Observer = scenarioObserver{m: opts.Metrics.Metrics, scenario: c.Name()}
+				gen.Observer = opts.Metrics.Metrics.Observer(c.Name())
 			}
 			before := snapshotRouting(topo.Gatherers)
 			res, err := gen.Run(ctx, calls[i])
