@@ -201,7 +201,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	switch c.Path {
 	case PathDirect:
-		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
+		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
 	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
 		md := metadata.Pairs(tunserver.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
@@ -209,7 +209,7 @@ func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newCall(c.Spec.Shape, c.Spec.Payload, conn, meta), nil
+		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, conn, meta), nil
 	default:
 		return nil, fmt.Errorf("path %s is not available in this topology", c.Path)
 	}

@@ -44,6 +44,9 @@ type Calls struct {
 	Sent         int64            `json:"sent"`
 	OK           int64            `json:"ok"`
 	FailedByCode map[string]int64 `json:"failed_by_code"`
+	// Missed counts the calls an open-loop load's schedule asked for that never started: every one of
+	// its MaxInFlight calls was still running when the load ended. Sent + Missed is what was offered.
+	Missed int64 `json:"missed"`
 	// LatencyUs percentiles over every call, successful or not.
 	LatencyUs bench.Latency `json:"latency_us"`
 }
