@@ -152,7 +152,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var scs []*scenario.Scenario
 	var errs []error
 	want, found := map[string]bool{}, map[string]bool{}
-	for _, n := range split(*only) {
+	for _, n := range cli.SplitList(*only) {
 		want[n] = true
 	}
 	for _, f := range files {
