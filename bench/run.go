@@ -12,6 +12,7 @@ import (
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/bench/result"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 )
 
@@ -123,7 +124,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	}
 	groups := opts.Matrix.Groups()
 	started := time.Now()
-	sum := &Summary{Schema: SummarySchema, Env: CollectEnv(started)}
+	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(started)}
 	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
 		opts.Topology.Kas = opts.Matrix.NeedsKas()
 	}
@@ -283,9 +284,7 @@ func caseResult(c Case, mode string, r *load.Result) *CaseResult {
 		BytesPerSec:   r.BytesPerSecond(),
 		OfferedPerSec: r.Offered,
 		AllocsPerCall: r.AllocsPerCall,
-		Latency: Latency{
-			P50: r.Quantile(50), P90: r.Quantile(90), P99: r.Quantile(99), P999: r.Quantile(99.9), Max: r.Latency.Max(),
-		},
+		Latency:       result.LatencyOf(r.Latency),
 	}
 	if r.Errors > 0 {
 		cr.ErrorsByCode = map[string]int64{}

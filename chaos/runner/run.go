@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
-	"github.com/tunnelbench/tunnelbench/bench"
 	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
 	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/bench/result"
 	"github.com/tunnelbench/tunnelbench/chaos"
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
 )
@@ -73,7 +73,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 			opts.Progress(fmt.Sprintf(format, args...))
 		}
 	}
-	sum := &Summary{Schema: SummarySchema, Scenario: sc.Name, File: sc.File, Description: sc.Description, Env: bench.CollectEnv(time.Now())}
+	sum := &Summary{Schema: SummarySchema, Scenario: sc.Name, File: sc.File, Description: sc.Description, Env: result.CollectEnv(time.Now())}
 	goroutines0 := countGoroutines()
 	progress("%s: starting %d kas and %d agents", sc.Name, sc.Topology.Kas, sc.Topology.Agents)
 	t, err := startTopology(ctx, sc, opts.Log)
@@ -197,10 +197,6 @@ func goroutineGrowth(before int) int {
 	}
 }
 
-func latencyOf(h *hdrhistogram.Histogram) bench.Latency {
-	return bench.Latency{P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
-}
-
 func record2hist(h *hdrhistogram.Histogram, d time.Duration) {
 	us := max(d.Microseconds(), 1)
 	_ = h.RecordValue(min(us, int64(5*time.Minute/time.Microsecond)))
@@ -262,10 +258,10 @@ func summarizeCalls(sum *Summary, sc *scenario.Scenario, rec *recorder) []Second
 		}
 		tl[i].ByCode[r.code.String()]++
 	}
-	sum.Calls.LatencyUs = latencyOf(all)
+	sum.Calls.LatencyUs = result.LatencyOf(all)
 	for i := range tl {
 		if tl[i].Achieved > 0 {
-			tl[i].LatencyUs = latencyOf(hists[i])
+			tl[i].LatencyUs = result.LatencyOf(hists[i])
 		}
 	}
 	return tl
