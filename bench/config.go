@@ -139,39 +139,24 @@ func cmpDuration(d, def time.Duration) time.Duration {
 
 // matrix replaces m's axes and filter with those the configuration sets.
 func (c Config) matrix(m *Matrix) []error {
-	var errs []error
+	var errs, e []error
 	if c.Paths != "" {
-		m.Paths = nil
-		for _, s := range cli.SplitList(c.Paths) {
-			p, err := ParsePath(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--paths: %w", err))
-				continue
-			}
-			m.Paths = append(m.Paths, p)
-		}
+		m.Paths, e = parseList("--paths", c.Paths, ParsePath)
+		errs = append(errs, e...)
 	}
 	if c.Shapes != "" {
-		m.Shapes = nil
-		for _, s := range cli.SplitList(c.Shapes) {
-			sp, err := ParseShapeSpec(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("--shapes: %w", err))
-				continue
-			}
-			m.Shapes = append(m.Shapes, sp)
-		}
+		m.Shapes, e = parseList("--shapes", c.Shapes, ParseShapeSpec)
+		errs = append(errs, e...)
 	}
 	if c.Concurrency != "" {
-		m.Concurrency = nil
-		for _, s := range cli.SplitList(c.Concurrency) {
+		m.Concurrency, e = parseList("--concurrency", c.Concurrency, func(s string) (int, error) {
 			n, err := strconv.Atoi(s)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("--concurrency: %q is not a number between 1 and %d", s, MaxConcurrency))
-				continue
+				return 0, fmt.Errorf("%q is not a number between 1 and %d", s, MaxConcurrency)
 			}
-			m.Concurrency = append(m.Concurrency, n)
-		}
+			return n, nil // Options.Validate checks the range
+		})
+		errs = append(errs, e...)
 	}
 	if c.Cases != "" {
 		re, err := regexp.Compile(c.Cases)
@@ -191,19 +176,31 @@ func (c Config) scaleSteps(def []int) ([]int, []error) {
 	case ScaleNone:
 		return nil, nil
 	}
-	var (
-		steps []int
-		errs  []error
-	)
-	for _, s := range cli.SplitList(c.Scale) {
+	return parseList("--scale", c.Scale, func(s string) (int, error) {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxScaleAgents {
-			errs = append(errs, fmt.Errorf("--scale: %q is not an agent count between 1 and %d", s, MaxScaleAgents))
+			return 0, fmt.Errorf("%q is not an agent count between 1 and %d", s, MaxScaleAgents)
+		}
+		return n, nil
+	})
+}
+
+// parseList parses each item of a comma-separated flag value; each item that does not parse is a
+// problem naming the flag.
+func parseList[T any](flag, list string, parse func(string) (T, error)) ([]T, []error) {
+	var (
+		out  []T
+		errs []error
+	)
+	for _, s := range cli.SplitList(list) {
+		v, err := parse(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flag, err))
 			continue
 		}
-		steps = append(steps, n)
+		out = append(out, v)
 	}
-	return steps, errs
+	return out, errs
 }
 
 // target points opts at the deployment the configuration names: its public API and, when given, the
