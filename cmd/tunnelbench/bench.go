@@ -66,8 +66,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if sum != nil && (len(sum.Cases) > 0 || len(sum.Scale) > 0) {
 		sum.Env.Quick = cfg.Quick
-		if werr := report(stdout, *out, sum, plan.Baseline, cfg.Compare, &err); werr != nil {
+		regressions, werr := report(stdout, *out, sum, plan.Baseline, cfg.Compare)
+		if werr != nil {
 			return werr
+		}
+		if regressions > 0 && err == nil {
+			err = fmt.Errorf("%d regressions beyond this run's noise (see the table above)", regressions)
 		}
 	}
 	if err != nil {
@@ -99,29 +103,27 @@ func benchFlags(fs *flag.FlagSet, cfg *bench.Config) {
 	fs.StringVar(&cfg.Compare, "compare", cfg.Compare, "an earlier run's directory (or summary.json): print what changed and flag regressions beyond this run's noise")
 }
 
-// report writes the run's files and prints its table and, with a baseline, the comparison; regressions
-// become the run's error when it has none.
-func report(stdout io.Writer, dir string, sum, baseline *bench.Summary, baselineName string, runErr *error) error {
+// report writes the run's files and prints its table and, with a baseline, the comparison; it returns
+// the regressions the comparison found.
+func report(stdout io.Writer, dir string, sum, baseline *bench.Summary, baselineName string) (regressions int, err error) {
 	files, err := write(dir, sum)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fmt.Fprintln(stdout)
 	if err := bench.WriteTable(stdout, sum); err != nil {
-		return err
+		return 0, err
 	}
 	if baseline != nil {
 		fmt.Fprintf(stdout, "\nCompared with %s:\n", baselineName)
 		c := bench.Compare(baseline, sum)
 		if err := bench.WriteComparisonTable(stdout, c); err != nil {
-			return err
+			return 0, err
 		}
-		if n := len(c.Regressions()); n > 0 && *runErr == nil {
-			*runErr = fmt.Errorf("%d regressions beyond this run's noise (see the table above)", n)
-		}
+		regressions = len(c.Regressions())
 	}
 	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(files, ", "))
-	return nil
+	return regressions, nil
 }
 
 // agentsCommand runs a scale step's agents in a child process of this very binary, so that the agents'
