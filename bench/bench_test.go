@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+
 	"google.golang.org/grpc/metadata"
+
+	"github.com/tunnelbench/tunnelbench/bench/load"
 )
 
 // The benchmarks below are for profiling one path with the Go tools, for example:
@@ -43,7 +46,7 @@ func benchUnary(b *testing.B, path Path, size int) {
 		b.Fatal(err)
 	}
 	md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1")
-	call := newCall(ShapeUnary, size, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
+	call := load.NewShapeCall(load.ShapeUnary, size, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.SetBytes(2 * int64(size))
@@ -89,7 +92,7 @@ func benchUnaryC64(b *testing.B, path Path) {
 	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		call := newCall(ShapeUnary, 64, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
+		call := load.NewShapeCall(load.ShapeUnary, 64, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
 		for pb.Next() {
 			if _, err := call(context.Background()); err != nil {
 				b.Error(err)

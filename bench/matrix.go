@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/tunnelbench/tunnelbench/bench/load"
 )
 
 // Path is the way a case's calls reach the demo service.
@@ -33,7 +35,7 @@ func ParsePath(s string) (Path, error) {
 
 // ShapeSpec is a shape with its payload size.
 type ShapeSpec struct {
-	Shape   Shape
+	Shape   load.Shape
 	Payload int
 }
 
@@ -41,14 +43,14 @@ func (s ShapeSpec) String() string { return string(s.Shape) + "-" + FormatBytes(
 
 // ParseShapeSpec parses "unary-64B", "server-stream-64KiB", "sleep".
 func ParseShapeSpec(s string) (ShapeSpec, error) {
-	if s == string(ShapeSleep) {
-		return ShapeSpec{Shape: ShapeSleep}, nil
+	if s == string(load.ShapeSleep) {
+		return ShapeSpec{Shape: load.ShapeSleep}, nil
 	}
 	i := strings.LastIndex(s, "-")
 	if i < 0 {
 		return ShapeSpec{}, fmt.Errorf("shape %q: want SHAPE-SIZE, for example unary-64B", s)
 	}
-	sh, err := ParseShape(s[:i])
+	sh, err := load.ParseShape(s[:i])
 	if err != nil {
 		return ShapeSpec{}, err
 	}
@@ -144,8 +146,8 @@ func DefaultMatrix() Matrix {
 	return Matrix{
 		Paths: []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
 		Shapes: []ShapeSpec{
-			{ShapeUnary, 64}, {ShapeUnary, 1 << 10}, {ShapeUnary, 1 << 20},
-			{ShapeServerStream, 64 << 10}, {ShapeBidi, 1 << 10},
+			{load.ShapeUnary, 64}, {load.ShapeUnary, 1 << 10}, {load.ShapeUnary, 1 << 20},
+			{load.ShapeServerStream, 64 << 10}, {load.ShapeBidi, 1 << 10},
 		},
 		Concurrency: []int{1, 16, 64},
 	}
@@ -155,7 +157,7 @@ func DefaultMatrix() Matrix {
 func QuickMatrix() Matrix {
 	return Matrix{
 		Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
-		Shapes:      []ShapeSpec{{ShapeUnary, 64}, {ShapeUnary, 1 << 20}},
+		Shapes:      []ShapeSpec{{load.ShapeUnary, 64}, {load.ShapeUnary, 1 << 20}},
 		Concurrency: []int{1, 16},
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
@@ -137,13 +136,3 @@ func (m *MetricsServer) Close() {
 	<-m.done
 	_ = m.provider.Shutdown(context.Background())
 }
-
-// scenarioObserver feeds one case's calls to the harness metrics.
-type scenarioObserver struct {
-	m        *harnessmetrics.Metrics
-	scenario string
-}
-
-func (o scenarioObserver) Offered(n int) { o.m.Offered(o.scenario, n) }
-
-func (o scenarioObserver) Call(d time.Duration, code codes.Code) { o.m.Call(o.scenario, d, code) }

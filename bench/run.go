@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+
 	"google.golang.org/grpc/metadata"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
-	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/bench/result"
 )
 
 // Run defaults.
@@ -24,12 +26,14 @@ const (
 	DefaultRounds = 4
 )
 
-// Options configure a run.
+// Options configure a run. Validate checks them; Config.Plan builds them from tunnelbench bench's flags.
 type Options struct {
-	Matrix   Matrix
+	Matrix Matrix
+	// Warmup (>= 0) and Duration (> 0) of each case.
 	Warmup   time.Duration
 	Duration time.Duration
-	// Rounds splits each case's duration into turns taken in rotation with the other paths of its group.
+	// Rounds splits each case's duration into turns taken in rotation with the other paths of its group;
+	// at most MaxRounds, zero means one.
 	Rounds   int
 	Topology TopologyConfig
 	// Progress, when set, is told about each case as it starts.
@@ -38,8 +42,8 @@ type Options struct {
 	Metrics *MetricsServer
 	// AgentID is the agent tunneled cases call; zero means 1, the topology's first agent.
 	AgentID int64
-	// HTTPRate, when positive, adds the HTTP cases: vegeta at this rate (requests/s) against the same
-	// upstream directly and through kas's HTTP listener.
+	// HTTPRate, when positive, adds the HTTP cases: vegeta at this rate (requests/s, at most
+	// MaxHTTPRate) against the same upstream directly and through kas's HTTP listener.
 	HTTPRate float64
 }
 
@@ -59,17 +63,69 @@ type Progress struct {
 	Left        time.Duration
 }
 
+// Validate reports every problem of the options in one error; each names the tunnelbench bench flag
+// that sets what is wrong.
+func (o Options) Validate() error {
+	errs := o.problems()
+	if len(errs) == 0 {
+		errs = append(errs, o.matchProblem())
+	}
+	return errors.Join(errs...)
+}
+
+// problems are what is wrong with the options, the matrix's cases left aside.
+func (o Options) problems() []error {
+	var errs []error
+	for _, n := range o.Matrix.Concurrency {
+		if n < 1 || n > MaxConcurrency {
+			errs = append(errs, fmt.Errorf("--concurrency: %d is not between 1 and %d", n, MaxConcurrency))
+		}
+	}
+	if o.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("--warmup %v must not be negative", o.Warmup))
+	}
+	if o.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("--duration %v must be positive", o.Duration))
+	}
+	if o.Rounds < 0 || o.Rounds > MaxRounds {
+		errs = append(errs, roundsError(o.Rounds))
+	}
+	if o.HTTPRate < 0 || o.HTTPRate > MaxHTTPRate {
+		errs = append(errs, fmt.Errorf("--http-rate must be between 0 and 1e6, got %v", o.HTTPRate))
+	}
+	if t := o.Topology.Transport; t != "" && t != TransportTCP && t != TransportBufconn {
+		errs = append(errs, fmt.Errorf("--transport %q: want tcp or bufconn", t))
+	}
+	if o.Topology.Target != "" && o.Topology.Processes {
+		errs = append(errs, errors.New("--target and --processes exclude each other"))
+	}
+	return errs
+}
+
+func roundsError(n int) error {
+	return fmt.Errorf("--rounds must be between 1 and %d, got %d", MaxRounds, n)
+}
+
+// matchProblem says that the matrix has no case, or nil.
+func (o Options) matchProblem() error {
+	if len(o.Matrix.Groups()) > 0 {
+		return nil
+	}
+	cases := ""
+	if o.Matrix.Filter != nil {
+		cases = o.Matrix.Filter.String()
+	}
+	return fmt.Errorf("no case matches --cases %q", cases)
+}
+
 // Run runs the matrix on an in-process topology and returns the summary.
 func Run(ctx context.Context, opts Options) (*Summary, error) {
-	if opts.Warmup < 0 || opts.Duration <= 0 {
-		return nil, errors.New("bench: need warm-up >= 0 and duration > 0")
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
 	groups := opts.Matrix.Groups()
-	if len(groups) == 0 {
-		return nil, errors.New("bench: no case matches")
-	}
 	started := time.Now()
-	sum := &Summary{Schema: SummarySchema, Env: CollectEnv(started)}
+	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(started)}
 	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
 		opts.Topology.Kas = opts.Matrix.NeedsKas()
 	}
@@ -170,7 +226,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 		for i, c := range cases {
 			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: slice}
 			if opts.Metrics != nil {
-				gen.Observer = scenarioObserver{m: opts.Metrics.Metrics, scenario: c.Name()}
+				gen.Observer = opts.Metrics.Metrics.Observer(c.Name())
 			}
 			before := snapshotRouting(topo.Gatherers)
 			res, err := gen.Run(ctx, calls[i])
@@ -201,7 +257,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	switch c.Path {
 	case PathDirect:
-		return newCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
+		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
 	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
 		md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
@@ -209,7 +265,7 @@ func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newCall(c.Spec.Shape, c.Spec.Payload, conn, meta), nil
+		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, conn, meta), nil
 	default:
 		return nil, fmt.Errorf("path %s is not available in this topology", c.Path)
 	}
@@ -229,9 +285,7 @@ func caseResult(c Case, mode string, r *load.Result) *CaseResult {
 		BytesPerSec:   r.BytesPerSecond(),
 		OfferedPerSec: r.Offered,
 		AllocsPerCall: r.AllocsPerCall,
-		Latency: Latency{
-			P50: r.Quantile(50), P90: r.Quantile(90), P99: r.Quantile(99), P999: r.Quantile(99.9), Max: r.Latency.Max(),
-		},
+		Latency:       result.LatencyOf(r.Latency),
 	}
 	if r.Errors > 0 {
 		cr.ErrorsByCode = map[string]int64{}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/bench/load"
 )
 
 // tinyRun runs a small matrix end to end on a real in-process topology.
@@ -25,7 +27,7 @@ func TestTinyMatrixEndToEnd(t *testing.T) {
 	sum := tinyRun(t, Options{
 		Matrix: Matrix{
 			Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
-			Shapes:      []ShapeSpec{{ShapeUnary, 64}, {ShapeServerStream, 1024}, {ShapeBidi, 64}},
+			Shapes:      []ShapeSpec{{load.ShapeUnary, 64}, {load.ShapeServerStream, 1024}, {load.ShapeBidi, 64}},
 			Concurrency: []int{2},
 		},
 		Warmup:   50 * time.Millisecond,
@@ -76,7 +78,7 @@ func TestTinyMatrixEndToEnd(t *testing.T) {
 func TestErrorsAreCounted(t *testing.T) {
 	// Calls for an agent that never connects fail with DeadlineExceeded: every one must be counted.
 	sum := tinyRun(t, Options{
-		Matrix:   Matrix{Paths: []Path{PathDirect, PathTunnel}, Shapes: []ShapeSpec{{ShapeUnary, 64}}, Concurrency: []int{4}},
+		Matrix:   Matrix{Paths: []Path{PathDirect, PathTunnel}, Shapes: []ShapeSpec{{load.ShapeUnary, 64}}, Concurrency: []int{4}},
 		Duration: 400 * time.Millisecond,
 		Rounds:   1,
 		AgentID:  99,

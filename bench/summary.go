@@ -1,8 +1,7 @@
 package bench
 
 import (
-	"time"
-
+	"github.com/tunnelbench/tunnelbench/bench/result"
 	"github.com/tunnelbench/tunnelbench/internal/summaryfile"
 )
 
@@ -17,29 +16,11 @@ type Summary struct {
 	Scale  []ScaleResult `json:"scale"`
 }
 
-// Env records what the run ran on, so that figures are never read without their machine.
-type Env struct {
-	Go         string    `json:"go"`
-	GRPC       string    `json:"grpc"`
-	CPUs       int       `json:"cpus"`
-	GOMAXPROCS int       `json:"gomaxprocs"`
-	OS         string    `json:"os"`
-	Arch       string    `json:"arch"`
-	CPUModel   string    `json:"cpu_model,omitempty"`
-	GitCommit  string    `json:"git_commit"`
-	StartedAt  time.Time `json:"started_at"`
-	Quick      bool      `json:"quick,omitempty"`
-	Target     string    `json:"target,omitempty"`
-}
+// Env records what the run ran on (result.Env, which chaos summaries share).
+type Env = result.Env
 
-// Latency percentiles in microseconds.
-type Latency struct {
-	P50  int64 `json:"p50"`
-	P90  int64 `json:"p90"`
-	P99  int64 `json:"p99"`
-	P999 int64 `json:"p999"`
-	Max  int64 `json:"max"`
-}
+// Latency percentiles in microseconds (result.Latency, which chaos summaries share).
+type Latency = result.Latency
 
 // Routing is what the routing kas recorded during a case. Percentiles are estimated from the
 // tunnel_routing_duration histogram's buckets, as Prometheus's histogram_quantile does.

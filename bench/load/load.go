@@ -1,5 +1,7 @@
-// Package load holds the load generators of the harness: each drives a Call function and records every
-// call's latency in a real histogram, its outcome by gRPC code, and the bytes it moved.
+// Package load holds the load generators of the harness, which bench and the chaos runner share: each
+// drives a Call function (or a TickCall, told each call's number and due time) and records every call's
+// latency in a real histogram, its outcome by gRPC code, and the bytes it moved; an Observer sees the
+// calls live.
 //
 // Generators never share state between runs and never hide queueing: an open loop measures from the
 // scheduled send time.

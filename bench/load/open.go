@@ -1,6 +1,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,12 +35,19 @@ type OpenLoop struct {
 	Warmup   time.Duration
 	// MaxInFlight bounds the calls running at once; zero means DefaultMaxInFlight.
 	MaxInFlight int
-	// Observer, when set, sees every scheduled call (offered) and every timed call.
+	// Observer, when set, sees every call the timed run's schedule asks for (offered, the missed ones
+	// included) and every timed call; a ScheduleObserver also sees each offered call's Tick.
 	Observer Observer
 }
 
 // Run implements Generator.
 func (o OpenLoop) Run(ctx context.Context, newCall NewCall) (*Result, error) {
+	return o.RunTicks(ctx, ticked(newCall))
+}
+
+// RunTicks is Run for calls that are told their Tick: each call's number in the run and when it was
+// due.
+func (o OpenLoop) RunTicks(ctx context.Context, newCall NewTickCall) (*Result, error) {
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -79,109 +87,150 @@ func (o OpenLoop) Pacer() vegeta.ConstantPacer {
 // phase sends calls on the pacer's schedule for d and waits for the calls it started. With record false
 // nothing is recorded (warm-up). It returns the workers' recorders, the scheduled calls that never
 // started and the time from the start until the last call ended (at least d).
+func (o OpenLoop) phase(ctx context.Context, newCall NewTickCall, d time.Duration, record bool) (rs []*recorder, missed int64, elapsed time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := &openPhase{
+		ctx:     ctx,
+		newCall: newCall,
+		limit:   cmp.Or(o.MaxInFlight, DefaultMaxInFlight),
+		ticks:   make(chan Tick), // unbuffered, so a send means a worker took it
+		start:   time.Now(),
+	}
+	if record {
+		p.record, p.obs = true, o.Observer
+	}
+	p.offer = newOfferer(p.obs)
+	missed = p.schedule(o.Pacer(), d)
+	close(p.ticks)
+	p.wg.Wait()
+	// The schedule spans d even when its last call ends early: the rate is over the whole window.
+	return p.rs, missed, max(time.Since(p.start), d)
+}
+
+// openPhase is one phase of an open loop: the scheduler's state and the workers it started.
+type openPhase struct {
+	ctx     context.Context
+	newCall NewTickCall
+	limit   int
+	ticks   chan Tick
+	start   time.Time
+	// record is false during a warm-up, which records nothing; obs sees the timed calls.
+	record bool
+	obs    Observer
+	offer  offerer
+
+	wg      sync.WaitGroup
+	workers int
+	rs      []*recorder
+}
+
+// sent says what became of a due call.
+type sent int
+
+const (
+	sentToWorker sent = iota
+	sentCancelled
+	// sentTooLate: every worker was still busy when the phase ended.
+	sentTooLate
+)
+
+// schedule sends calls on the pacer's schedule until d and returns how many it could not start.
 //
 // The scheduler asks the pacer for the wait after each scheduled time, not after the moment it got
 // there: the schedule stays the ideal one however late the scheduler runs, and a call's latency counts
 // from its place in it.
-func (o OpenLoop) phase(ctx context.Context, newCall NewCall, d time.Duration, record bool) (rs []*recorder, missed int64, elapsed time.Duration) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	limit := o.MaxInFlight
-	if limit == 0 {
-		limit = DefaultMaxInFlight
-	}
-	pacer := o.Pacer()
-	ticks := make(chan time.Time) // scheduled send times; unbuffered, so a send means a worker took it
-	var wg sync.WaitGroup
-	spawn := func() {
-		var r *recorder
-		if record {
-			r = newRecorder()
-			r.obs = o.Observer
-			rs = append(rs, r)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			call := newCall()
-			for due := range ticks {
-				n, err := call(ctx)
-				if r != nil && ctx.Err() == nil {
-					r.record(time.Since(due), n, err)
-				}
-			}
-		}()
-	}
-
-	start := time.Now()
+func (p *openPhase) schedule(pacer vegeta.ConstantPacer, d time.Duration) (missed int64) {
 	end := time.NewTimer(d)
 	defer end.Stop()
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
-	var (
-		at      time.Duration // the next call's place in the schedule, from start
-		hits    uint64
-		workers int
-	)
-schedule:
-	for {
+	var at time.Duration // the next call's place in the schedule, from start
+	for hits := uint64(0); ; hits++ {
 		step, stop := pacer.Pace(at, hits)
 		at += step
 		if stop || at >= d {
-			break
+			return 0
 		}
-		due := start.Add(at)
-		if record && o.Observer != nil {
-			o.Observer.Offered(1)
-		}
-		if w := time.Until(due); w > 0 {
+		t := Tick{N: hits, Due: p.start.Add(at)}
+		p.offer.offered()
+		p.offer.scheduled(t)
+		if w := time.Until(t.Due); w > 0 {
 			wait.Reset(w)
 			select {
 			case <-wait.C:
-			case <-ctx.Done():
-				break schedule
+			case <-p.ctx.Done():
+				return 0
 			}
 		}
-		select {
-		case ticks <- due:
-			hits++
-			continue
-		default:
-		}
-		if workers < limit {
-			// Not at capacity: a new worker takes the call, however late the scheduler is.
-			spawn()
-			workers++
-			select {
-			case ticks <- due:
-				hits++
-				continue
-			case <-ctx.Done():
-				break schedule
-			}
-		}
-		select {
-		case ticks <- due:
-			hits++
-		case <-ctx.Done():
-			break schedule
-		case <-end.C:
+		switch p.send(t, end.C) {
+		case sentCancelled:
+			return 0
+		case sentTooLate:
 			// All MaxInFlight workers are still busy at the end: this call and the rest of the schedule
 			// never start.
-			missed = 1
-			for {
-				step, stop := pacer.Pace(at, hits+uint64(missed))
-				at += step
-				if stop || at >= d {
-					break
-				}
-				missed++
-			}
-			break schedule
+			return p.miss(pacer, at, hits, d)
 		}
 	}
-	close(ticks)
-	wg.Wait()
-	// The schedule spans d even when its last call ends early: the rate is over the whole window.
-	return rs, missed, max(time.Since(start), d)
+}
+
+// send hands t to an idle worker, or to a new one while there are fewer than the limit, or else waits
+// for a worker to be free, the phase to end or the run to be cancelled.
+func (p *openPhase) send(t Tick, end <-chan time.Time) sent {
+	select {
+	case p.ticks <- t:
+		return sentToWorker
+	default:
+	}
+	if p.workers < p.limit {
+		// Not at capacity: a new worker takes the call, however late the scheduler is.
+		p.spawn()
+		end = nil // a new worker is about to take the call: only a cancelled run stops it
+	}
+	select {
+	case p.ticks <- t:
+		return sentToWorker
+	case <-p.ctx.Done():
+		return sentCancelled
+	case <-end:
+		return sentTooLate
+	}
+}
+
+// miss counts the call due at at (number hits) and every later one of the schedule as missed, and
+// offers the later ones as the scheduler would have.
+func (p *openPhase) miss(pacer vegeta.ConstantPacer, at time.Duration, hits uint64, d time.Duration) int64 {
+	missed := int64(1)
+	for {
+		step, stop := pacer.Pace(at, hits+uint64(missed))
+		at += step
+		if stop || at >= d {
+			return missed
+		}
+		p.offer.offered()
+		p.offer.scheduled(Tick{N: hits + uint64(missed), Due: p.start.Add(at)})
+		missed++
+	}
+}
+
+// spawn starts a worker with its own call; a recording phase gives it its own recorder.
+func (p *openPhase) spawn() {
+	p.workers++
+	var r *recorder
+	if p.record {
+		r = newRecorder()
+		r.obs = p.obs
+		p.rs = append(p.rs, r)
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		call := p.newCall()
+		for t := range p.ticks {
+			n, err := call(p.ctx, t)
+			if r != nil && p.ctx.Err() == nil {
+				r.record(time.Since(t.Due), n, err)
+			}
+		}
+	}()
 }

@@ -1,23 +1,33 @@
 package runner
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	vegeta "github.com/tsenart/vegeta/v12/lib"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/tunnelbench/tunnelbench/bench"
 	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
 	"github.com/tunnelbench/tunnelbench/bench/load"
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
-	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
+
+// DefaultMaxInFlight is the bound on a scenario's open-loop calls in flight when Options.MaxInFlight is
+// zero: as many calls as the rate starts while one call may last (its timeout plus DeadlineSlack).
+// Calls that keep their deadline never reach it, so the load is paced as if it had no bound; calls
+// that outlive their deadline make later calls start late, and the calls still due when the load
+// ends with every worker busy are counted as missed.
+func DefaultMaxInFlight(l scenario.Workload) int {
+	n := math.Ceil(l.Rate*(l.CallTimeout+DeadlineSlack).Seconds()) + 1
+	return int(min(n, math.MaxInt32))
+}
 
 // record is one call: when it was due and started, how long it took, how it ended.
 type record struct {
@@ -35,7 +45,10 @@ func (r record) end() time.Duration { return r.due + r.dur }
 type recorder struct {
 	mu      sync.Mutex
 	records []record
+	// offered are the places in the schedule of every call the load meant to send, missed ones included.
 	offered []time.Duration
+	// missed counts the calls of an open loop's schedule that never started: every worker was busy.
+	missed int64
 }
 
 func (r *recorder) add(rec record) {
@@ -52,31 +65,39 @@ func (r *recorder) offer(due time.Duration) {
 
 type agentKey struct{}
 
-// loadGen drives the scenario's load: calls enter at the chosen kas and go to the target agents in turn.
-type loadGen struct {
-	sc      *scenario.Scenario
-	t       *topology
-	rec     *recorder
-	metrics *harnessmetrics.Metrics
-	targets []int64
-	next    atomic.Uint64
-	// calls[i] is the call factory through kas i's caller->kas proxy.
-	calls []load.NewCall
-	start time.Time
+// agentMeta routes a call to the agent its context names.
+func agentMeta(ctx context.Context) context.Context {
+	id, _ := ctx.Value(agentKey{}).(int64)
+	return metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
 }
 
-func newLoadGen(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics) (*loadGen, error) {
-	shape, err := bench.ParseShape(sc.Load.Shape)
+// loadGen drives the scenario's load with bench/load's generators, as bench drives its cases: an open
+// loop at the scenario's rate or a closed loop of its workers. Call n enters at the chosen kas and goes
+// to target agent n mod the targets.
+type loadGen struct {
+	sc      *scenario.Scenario
+	rec     *recorder
+	obs     load.Observer
+	targets []int64
+	// calls[i] is the call factory through kas i's caller->kas proxy.
+	calls []load.NewCall
+	// alive lists the kas callers can enter at now.
+	alive       func() []int
+	maxInFlight int
+	start       time.Time
+}
+
+func newLoadGen(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics, maxInFlight int) (*loadGen, error) {
+	shape, err := load.ParseShape(sc.Load.Shape)
 	if err != nil {
 		return nil, err
 	}
-	g := &loadGen{sc: sc, t: t, rec: &recorder{}, metrics: m, targets: sc.Load.TargetAgents(sc.Topology)}
-	meta := func(ctx context.Context) context.Context {
-		id, _ := ctx.Value(agentKey{}).(int64)
-		return metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))
+	g := &loadGen{
+		sc: sc, rec: &recorder{}, obs: m.Observer(sc.Name), targets: sc.Load.TargetAgents(sc.Topology),
+		alive: t.aliveKas, maxInFlight: cmp.Or(maxInFlight, DefaultMaxInFlight(sc.Load)),
 	}
 	for _, c := range t.callers {
-		g.calls = append(g.calls, bench.NewShapeCall(shape, sc.Load.Payload, c, meta))
+		g.calls = append(g.calls, load.NewShapeCall(shape, sc.Load.Payload, c, agentMeta))
 	}
 	return g, nil
 }
@@ -86,94 +107,77 @@ func (g *loadGen) entry(n uint64) int {
 	if g.sc.Load.Entry != scenario.EntryAll {
 		return g.sc.Load.Entry
 	}
-	alive := g.t.aliveKas()
+	alive := g.alive()
 	if len(alive) == 0 {
 		return 0
 	}
-	return alive[int(n)%len(alive)]
+	return alive[int(n%uint64(len(alive)))]
 }
 
-// one makes call number n, due at due, and records it.
-func (g *loadGen) one(ctx context.Context, call load.Call, n uint64, due time.Duration) {
-	agent := g.targets[int(n)%len(g.targets)]
+// run sends the load for its duration and returns once every call it started has ended. The error is
+// for a load that could not start.
+func (g *loadGen) run(ctx context.Context) error {
+	g.start = time.Now()
+	obs := loadObserver{Observer: g.obs, rec: g.rec, start: g.start}
+	l := g.sc.Load
+	var (
+		res *load.Result
+		err error
+	)
+	if l.Rate > 0 {
+		res, err = load.OpenLoop{Rate: l.Rate, Duration: l.Duration, MaxInFlight: g.maxInFlight, Observer: obs}.RunTicks(ctx, g.newCall)
+	} else {
+		res, err = load.ClosedLoop{Workers: l.Workers, Duration: l.Duration, Observer: obs}.RunTicks(ctx, g.newCall)
+	}
+	if err != nil {
+		return err
+	}
+	g.rec.mu.Lock()
+	g.rec.missed = res.Missed
+	g.rec.mu.Unlock()
+	return nil
+}
+
+// newCall is one worker's call. An open loop takes a new call from its entry kas's factory for every
+// call; a closed-loop worker keeps one per entry kas.
+func (g *loadGen) newCall() load.TickCall {
+	kept := map[int]load.Call{}
+	return func(ctx context.Context, t load.Tick) (int, error) {
+		e := g.entry(t.N)
+		call := kept[e]
+		if call == nil {
+			call = g.calls[e]()
+			if g.sc.Load.Rate == 0 {
+				kept[e] = call
+			}
+		}
+		return g.one(ctx, call, t)
+	}
+}
+
+// one makes the call of tick t within the scenario's call timeout, and records it.
+func (g *loadGen) one(ctx context.Context, call load.Call, t load.Tick) (int, error) {
+	agent := g.targets[int(t.N%uint64(len(g.targets)))]
 	started := time.Since(g.start)
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, agentKey{}, agent), g.sc.Load.CallTimeout)
-	_, err := call(cctx)
+	n, err := call(cctx)
 	cancel()
 	if ctx.Err() != nil {
-		return // the run was interrupted: this call has no outcome to record
+		return n, err // the run was interrupted: this call has no outcome to record
 	}
 	end := time.Since(g.start)
-	code := status.Code(err)
-	g.rec.add(record{due: due, start: started, dur: end - due, code: code, agent: agent})
-	g.metrics.Call(g.sc.Name, end-due, code)
+	due := t.Due.Sub(g.start)
+	g.rec.add(record{due: due, start: started, dur: end - due, code: status.Code(err), agent: agent})
+	return n, err
 }
 
-// run sends the load for its duration and returns once every call it started has ended.
-func (g *loadGen) run(ctx context.Context) {
-	g.start = time.Now()
-	var wg sync.WaitGroup
-	if g.sc.Load.Rate > 0 {
-		g.openLoop(ctx, &wg)
-	} else {
-		g.closedLoop(ctx, &wg)
-	}
-	wg.Wait()
+// loadObserver feeds the calls to the harness metrics, as bench does, and keeps each offered call's
+// place in the schedule.
+type loadObserver struct {
+	load.Observer
+	rec   *recorder
+	start time.Time
 }
 
-// openLoop starts each call at its scheduled time on its own goroutine, however many are in flight:
-// latency counts from the schedule, so nothing is hidden, and call timeouts bound the goroutines.
-func (g *loadGen) openLoop(ctx context.Context, wg *sync.WaitGroup) {
-	pacer := vegeta.ConstantPacer{Freq: 1, Per: max(time.Duration(float64(time.Second)/g.sc.Load.Rate), 1)}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var at time.Duration
-	for hits := uint64(0); ; hits++ {
-		step, stop := pacer.Pace(at, hits)
-		at += step
-		if stop || at >= g.sc.Load.Duration {
-			return
-		}
-		if w := time.Until(g.start.Add(at)); w > 0 {
-			timer.Reset(w)
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				return
-			}
-		}
-		n := g.next.Add(1) - 1
-		g.rec.offer(at)
-		g.metrics.Offered(g.sc.Name, 1)
-		call := g.calls[g.entry(n)]()
-		wg.Add(1)
-		go func(due time.Duration) {
-			defer wg.Done()
-			g.one(ctx, call, n, due)
-		}(at)
-	}
-}
-
-// closedLoop runs the scenario's workers back to back.
-func (g *loadGen) closedLoop(ctx context.Context, wg *sync.WaitGroup) {
-	end := g.start.Add(g.sc.Load.Duration)
-	for w := range g.sc.Load.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			calls := make(map[int]load.Call)
-			for ctx.Err() == nil && time.Now().Before(end) {
-				n := g.next.Add(1) - 1
-				e := g.entry(n)
-				if calls[e] == nil {
-					calls[e] = g.calls[e]()
-				}
-				due := time.Since(g.start)
-				g.rec.offer(due)
-				g.metrics.Offered(g.sc.Name, 1)
-				g.one(ctx, calls[e], n, due)
-			}
-			_ = w
-		}()
-	}
-}
+// Scheduled implements load.ScheduleObserver.
+func (o loadObserver) Scheduled(t load.Tick) { o.rec.offer(t.Due.Sub(o.start)) }

@@ -98,8 +98,12 @@ func WriteText(w io.Writer, s *Summary) error {
 		return err
 	}
 	c := s.Calls
-	fmt.Fprintf(&b, "  %d calls: %d ok, %d failed%s; p50 %s, p99 %s; recovery %s\n",
-		c.Sent, c.OK, reportFailedTotal(c.FailedByCode), reportCodesInline(c.FailedByCode),
+	missed := ""
+	if c.Missed > 0 {
+		missed = fmt.Sprintf(", %d missed", c.Missed)
+	}
+	fmt.Fprintf(&b, "  %d calls: %d ok, %d failed%s%s; p50 %s, p99 %s; recovery %s\n",
+		c.Sent, c.OK, reportFailedTotal(c.FailedByCode), reportCodesInline(c.FailedByCode), missed,
 		reportMs(c.LatencyUs.P50)+" ms", reportMs(c.LatencyUs.P99)+" ms", reportRecovery(s.RecoveryS))
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -183,6 +187,9 @@ func reportCalls(b *strings.Builder, s *Summary) {
 		fmt.Fprintf(b, " (success ratio %s)", reportRatio(c.OK, c.Sent))
 	}
 	b.WriteString(".\n\n")
+	if c.Missed > 0 {
+		fmt.Fprintf(b, "%d more calls were due but never started: the load's calls in flight were at their bound when it ended (missed).\n\n", c.Missed)
+	}
 	if len(c.FailedByCode) > 0 {
 		b.WriteString("| failed with | calls |\n|---|--:|\n")
 		for _, code := range reportCodes(c.FailedByCode) {

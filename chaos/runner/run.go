@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 
-	"github.com/tunnelbench/tunnelbench/bench"
 	"github.com/tunnelbench/tunnelbench/bench/harnessmetrics"
 	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/bench/result"
 	"github.com/tunnelbench/tunnelbench/chaos"
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
 )
@@ -46,11 +46,25 @@ type Options struct {
 	Log    *slog.Logger
 	// Progress, when set, is told what the run is doing.
 	Progress func(string)
+	// MaxInFlight bounds an open-loop load's calls in flight; zero means DefaultMaxInFlight of the
+	// scenario's load.
+	MaxInFlight int
+}
+
+// Validate reports every problem of the options in one error.
+func (o Options) Validate() error {
+	if o.MaxInFlight < 0 {
+		return fmt.Errorf("runner: max in flight %d: want >= 0 (0: the scenario's DefaultMaxInFlight)", o.MaxInFlight)
+	}
+	return nil
 }
 
 // Run runs one scenario and returns its summary. The error is for runs that could not start; a
 // scenario whose faults or objectives fail returns a summary with Passed false.
 func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -59,7 +73,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 			opts.Progress(fmt.Sprintf(format, args...))
 		}
 	}
-	sum := &Summary{Schema: SummarySchema, Scenario: sc.Name, File: sc.File, Description: sc.Description, Env: bench.CollectEnv(time.Now())}
+	sum := &Summary{Schema: SummarySchema, Scenario: sc.Name, File: sc.File, Description: sc.Description, Env: result.CollectEnv(time.Now())}
 	goroutines0 := countGoroutines()
 	progress("%s: starting %d kas and %d agents", sc.Name, sc.Topology.Kas, sc.Topology.Agents)
 	t, err := startTopology(ctx, sc, opts.Log)
@@ -80,50 +94,67 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 		}
 	}
 
-	gen, err := newLoadGen(sc, t, opts.Metrics)
-	if err != nil {
-		return nil, err
-	}
-	ft := newFaultTimeline(sc, t, opts.Metrics)
-	sampler := newSampler(t, ft)
-
 	progress("%s: %s of load with %d faults", sc.Name, sc.Load.Duration, len(sc.Faults))
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	faultsCtx, stopFaults := context.WithCancel(ctx)
-	faultsDone := make(chan struct{})
-	start := time.Now()
-	sampler.start(start)
-	go func() {
-		defer close(faultsDone)
-		ft.run(faultsCtx, start)
-	}()
-	gen.run(loadCtx)
-	stopFaults()
-	<-faultsDone
-	ft.finish()
-	sampler.stop()
-	if err := ctx.Err(); err != nil {
+	m, err := runLoad(ctx, sc, t, opts)
+	if err != nil {
 		return nil, err
 	}
 	progress("%s: load done, stopping the topology", sc.Name)
 	closeTopology()
 	leaked := goroutineGrowth(goroutines0)
 
-	summarize(sum, sc, gen.rec, sampler, ft)
-	checkObjectives(sum, sc, gen.rec, sampler, ft)
-	checkInvariants(sum, sc, gen.rec, leaked)
+	summarize(sum, sc, m.rec, m.sampler, m.ft)
+	checkObjectives(sum, sc, m.rec, m.sampler, m.ft)
+	checkInvariants(sum, sc, m.rec, leaked)
 	sum.Passed = sum.Failure == ""
 	for _, o := range sum.Objectives {
 		sum.Passed = sum.Passed && o.OK
 	}
-	for _, err := range ft.errors() {
+	for _, err := range m.ft.errors() {
 		sum.Passed = false
 		if sum.Failure == "" {
 			sum.Failure = err.Error()
 		}
 	}
 	return sum, nil
+}
+
+// measured is what a run's load, fault timeline and sampler recorded.
+type measured struct {
+	rec     *recorder
+	sampler *sampler
+	ft      *faultTimeline
+}
+
+// runLoad drives the load while the fault timeline plays and the sampler reads the kas every second,
+// and returns once all three have stopped. The error is for a load that could not start or a run that
+// was interrupted.
+func runLoad(ctx context.Context, sc *scenario.Scenario, t *topology, opts Options) (measured, error) {
+	gen, err := newLoadGen(sc, t, opts.Metrics, opts.MaxInFlight)
+	if err != nil {
+		return measured{}, err
+	}
+	m := measured{rec: gen.rec, ft: newFaultTimeline(sc, t, opts.Metrics)}
+	m.sampler = newSampler(t, m.ft)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	faultsCtx, stopFaults := context.WithCancel(ctx)
+	faultsDone := make(chan struct{})
+	start := time.Now()
+	m.sampler.start(start)
+	go func() {
+		defer close(faultsDone)
+		m.ft.run(faultsCtx, start)
+	}()
+	err = gen.run(loadCtx)
+	stopFaults()
+	<-faultsDone
+	m.ft.finish()
+	m.sampler.stop()
+	if cerr := ctx.Err(); cerr != nil {
+		return m, cerr
+	}
+	return m, err
 }
 
 // countGoroutines counts this process's goroutines, leaving out the ones toxiproxy leaves blocked for
@@ -166,10 +197,6 @@ func goroutineGrowth(before int) int {
 	}
 }
 
-func latencyOf(h *hdrhistogram.Histogram) bench.Latency {
-	return bench.Latency{P50: h.ValueAtQuantile(50), P90: h.ValueAtQuantile(90), P99: h.ValueAtQuantile(99), P999: h.ValueAtQuantile(99.9), Max: h.Max()}
-}
-
 func record2hist(h *hdrhistogram.Histogram, d time.Duration) {
 	us := max(d.Microseconds(), 1)
 	_ = h.RecordValue(min(us, int64(5*time.Minute/time.Microsecond)))
@@ -177,7 +204,27 @@ func record2hist(h *hdrhistogram.Histogram, d time.Duration) {
 
 // summarize fills the calls, the routing totals, the faults and the timeline.
 func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, ft *faultTimeline) {
+	tl := summarizeCalls(sum, sc, rec)
+	s.fill(tl, sum)
+	sum.Faults = ft.windows()
+	for i := range tl {
+		for _, w := range sum.Faults {
+			if w.StartS < float64(i+1) && (w.EndS > float64(i) || w.EndS == w.StartS && w.StartS >= float64(i)) {
+				tl[i].ActiveFaults = append(tl[i].ActiveFaults, w.Name)
+			}
+		}
+	}
+	sum.Timeline = tl
+	if r, ok := recovery(rec, sum.Faults); ok {
+		sum.RecoveryS = &r
+	}
+}
+
+// summarizeCalls fills the calls and returns the timeline's seconds with the calls offered, achieved
+// and failed in each.
+func summarizeCalls(sum *Summary, sc *scenario.Scenario, rec *recorder) []Second {
 	sum.Calls.FailedByCode = map[string]int64{}
+	sum.Calls.Missed = rec.missed
 	all := load.NewHistogram()
 	seconds := int(math.Ceil(sc.Load.Duration.Seconds()))
 	for _, r := range rec.records {
@@ -211,25 +258,13 @@ func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, f
 		}
 		tl[i].ByCode[r.code.String()]++
 	}
-	sum.Calls.LatencyUs = latencyOf(all)
+	sum.Calls.LatencyUs = result.LatencyOf(all)
 	for i := range tl {
 		if tl[i].Achieved > 0 {
-			tl[i].LatencyUs = latencyOf(hists[i])
+			tl[i].LatencyUs = result.LatencyOf(hists[i])
 		}
 	}
-	s.fill(tl, sum)
-	sum.Faults = ft.windows()
-	for i := range tl {
-		for _, w := range sum.Faults {
-			if w.StartS < float64(i+1) && (w.EndS > float64(i) || w.EndS == w.StartS && w.StartS >= float64(i)) {
-				tl[i].ActiveFaults = append(tl[i].ActiveFaults, w.Name)
-			}
-		}
-	}
-	sum.Timeline = tl
-	if r, ok := recovery(rec, sum.Faults); ok {
-		sum.RecoveryS = &r
-	}
+	return tl
 }
 
 // recovery is, over the faults of the run, the longest time from a fault's end until the last failed

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/bench/routingstats"
 )
 
 // sampler reads the kas instances once per second: routing histogram, tunnels, waiting calls.
@@ -20,7 +20,7 @@ type sampler struct {
 }
 
 type sample struct {
-	routing             bench.RoutingSample
+	routing             routingstats.Sample
 	idle, busy, waiting int64
 }
 
@@ -30,7 +30,7 @@ func newSampler(t *topology, ft *faultTimeline) *sampler {
 
 func (s *sampler) take() {
 	st := s.t.stats()
-	smp := sample{routing: bench.SampleRouting(s.t.gatherers()), idle: st.IdleTunnels, busy: st.BusyTunnels, waiting: st.WaitingCalls}
+	smp := sample{routing: routingstats.Take(s.t.gatherers()), idle: st.IdleTunnels, busy: st.BusyTunnels, waiting: st.WaitingCalls}
 	s.mu.Lock()
 	s.samples = append(s.samples, smp)
 	s.mu.Unlock()

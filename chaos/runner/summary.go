@@ -1,9 +1,8 @@
 package runner
 
 import (
+	"github.com/tunnelbench/tunnelbench/bench/result"
 	"github.com/tunnelbench/tunnelbench/internal/summaryfile"
-
-	"github.com/tunnelbench/tunnelbench/bench"
 )
 
 // SummarySchema names the format of a scenario's summary.json. Scripts depend on it.
@@ -11,11 +10,11 @@ const SummarySchema = "tunnelbench/scenario/v1"
 
 // Summary is summary.json of one scenario run.
 type Summary struct {
-	Schema      string    `json:"schema"`
-	Scenario    string    `json:"scenario"`
-	File        string    `json:"file"`
-	Description string    `json:"description,omitempty"`
-	Env         bench.Env `json:"env"`
+	Schema      string     `json:"schema"`
+	Scenario    string     `json:"scenario"`
+	File        string     `json:"file"`
+	Description string     `json:"description,omitempty"`
+	Env         result.Env `json:"env"`
 	// Passed: every objective and invariant held and every fault was applied and removed.
 	Passed bool `json:"passed"`
 	// Failure says why the run itself failed (a fault that could not be applied or removed, an
@@ -44,8 +43,11 @@ type Calls struct {
 	Sent         int64            `json:"sent"`
 	OK           int64            `json:"ok"`
 	FailedByCode map[string]int64 `json:"failed_by_code"`
+	// Missed counts the calls an open-loop load's schedule asked for that never started: every one of
+	// its MaxInFlight calls was still running when the load ended. Sent + Missed is what was offered.
+	Missed int64 `json:"missed"`
 	// LatencyUs percentiles over every call, successful or not.
-	LatencyUs bench.Latency `json:"latency_us"`
+	LatencyUs result.Latency `json:"latency_us"`
 }
 
 // Routing is the routing kas instances' tunnel_routing_duration histogram over the run (successful
@@ -74,7 +76,7 @@ type Second struct {
 	OK       int64            `json:"ok"`
 	ByCode   map[string]int64 `json:"failed_by_code,omitempty"`
 	// LatencyUs of the calls that finished in this second.
-	LatencyUs bench.Latency `json:"latency_us"`
+	LatencyUs result.Latency `json:"latency_us"`
 	// RoutingCounts is the routing histogram's increase in this second (per bucket, as in Routing).
 	RoutingCounts   []uint64 `json:"routing_counts"`
 	RoutingTimeouts int64    `json:"routing_timeouts"`

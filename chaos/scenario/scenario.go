@@ -38,7 +38,7 @@ const (
 	MaxFileSize = 1 << 20
 )
 
-// Shapes are the call shapes a load may use (the harness's bench.Shape values).
+// Shapes are the call shapes a load may use (bench/load's Shape values).
 var Shapes = []string{"unary", "server-stream", "client-stream", "bidi", "sleep"}
 
 // Scenario is one loaded, checked scenario file.

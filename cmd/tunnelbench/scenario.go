@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -141,38 +140,9 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(*dir, "*.yaml"))
+	scs, err := runner.LoadSuite(*dir, cli.SplitList(*only))
 	if err != nil {
-		return err
-	}
-	sort.Strings(files)
-	if len(files) == 0 {
-		return cli.Usagef("no scenario files (*.yaml) in %s", *dir)
-	}
-	var scs []*scenario.Scenario
-	var errs []error
-	want, found := map[string]bool{}, map[string]bool{}
-	for _, n := range split(*only) {
-		want[n] = true
-	}
-	for _, f := range files {
-		sc, err := scenario.Load(f)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if len(want) == 0 || want[sc.Name] {
-			scs = append(scs, sc)
-			found[sc.Name] = true
-		}
-	}
-	for n := range want {
-		if !found[n] {
-			errs = append(errs, fmt.Errorf("--only: no scenario named %s in %s", n, *dir))
-		}
-	}
-	if len(errs) > 0 {
-		return cli.UsageError{Err: errors.Join(errs...)}
+		return cli.UsageError{Err: err}
 	}
 	ms, err := startMetrics(*metricsListen, stderr)
 	if err != nil {

@@ -166,3 +166,14 @@ func redactSecrets(err error, args []string) error {
 	}
 	return errors.New(redacted)
 }
+
+// SplitList splits a comma-separated flag value, dropping blanks.
+func SplitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

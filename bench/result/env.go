@@ -1,4 +1,8 @@
-package bench
+// Package result holds what bench and chaos summaries share: the machine and build a run ran on (Env)
+// and latency percentiles (Latency), so that both kinds of results state them the same way.
+//
+// It only describes results; it never measures load or writes files.
+package result
 
 import (
 	"bufio"
@@ -9,6 +13,21 @@ import (
 	"strings"
 	"time"
 )
+
+// Env records what a run ran on, so that figures are never read without their machine.
+type Env struct {
+	Go         string    `json:"go"`
+	GRPC       string    `json:"grpc"`
+	CPUs       int       `json:"cpus"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	OS         string    `json:"os"`
+	Arch       string    `json:"arch"`
+	CPUModel   string    `json:"cpu_model,omitempty"`
+	GitCommit  string    `json:"git_commit"`
+	StartedAt  time.Time `json:"started_at"`
+	Quick      bool      `json:"quick,omitempty"`
+	Target     string    `json:"target,omitempty"`
+}
 
 // CollectEnv describes this machine and build.
 func CollectEnv(started time.Time) Env {

@@ -1,0 +1,192 @@
+// Package routingstats reads kas's routing metrics, the tunnel_routing_duration_seconds histogram of
+// successful routings and the tunnel_routing_timeout_total counter, summed over kas instances, as
+// samples whose differences are what happened between them. Bench's cases and the chaos runner's
+// timeline both report routing with it.
+//
+// It only reads metrics; it never registers or serves any.
+package routingstats
+
+import (
+	"math"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Metric names it reads, as kas exposes them.
+const (
+	DurationMetric = "tunnel_routing_duration_seconds"
+	TimeoutsMetric = "tunnel_routing_timeout_total"
+)
+
+// Sample is the successful-routing histogram and the timeout counter of some kas instances at one
+// moment.
+type Sample struct {
+	// Bounds are the buckets' upper bounds in seconds (+Inf last) and Counts their cumulative counts;
+	// both are nil when no kas has the histogram yet.
+	Bounds   []float64
+	Counts   []uint64
+	Timeouts float64
+}
+
+// Take reads the routing metrics of the kas instances behind gatherers. A gatherer that fails is left
+// out.
+func Take(gatherers []prometheus.Gatherer) Sample {
+	var s Sample
+	for _, g := range gatherers {
+		fams, err := g.Gather()
+		if err != nil {
+			continue
+		}
+		for _, f := range fams {
+			switch f.GetName() {
+			case TimeoutsMetric:
+				for _, m := range f.GetMetric() {
+					s.Timeouts += m.GetCounter().GetValue()
+				}
+			case DurationMetric:
+				for _, m := range f.GetMetric() {
+					if successful(m) {
+						s.addHistogram(m.GetHistogram())
+					}
+				}
+			}
+		}
+	}
+	return s
+}
+
+func successful(m *dto.Metric) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == "status" && l.GetValue() == "success" {
+			return true
+		}
+	}
+	return false
+}
+
+// addHistogram adds one kas's histogram; the first sets the bounds.
+func (s *Sample) addHistogram(h *dto.Histogram) {
+	var bs []*dto.Bucket
+	for _, b := range h.GetBucket() {
+		// Scraped text has an explicit +Inf bucket; a registry's Gather has none.
+		if !math.IsInf(b.GetUpperBound(), 1) {
+			bs = append(bs, b)
+		}
+	}
+	if s.Bounds == nil {
+		for _, b := range bs {
+			s.Bounds = append(s.Bounds, b.GetUpperBound())
+		}
+		s.Bounds = append(s.Bounds, math.Inf(1))
+		s.Counts = make([]uint64, len(s.Bounds))
+	}
+	for i, b := range bs {
+		if i < len(s.Counts)-1 {
+			s.Counts[i] += b.GetCumulativeCount()
+		}
+	}
+	s.Counts[len(s.Counts)-1] += h.GetSampleCount()
+}
+
+// Since returns what happened from earlier to s: the histogram's finite bounds (seconds), its increase
+// per bucket (one more than the bounds: the last is above the last bound) and the timeouts.
+func (s Sample) Since(earlier Sample) (boundsS []float64, counts []uint64, timeouts int64) {
+	var t Total
+	t.Add(earlier, s)
+	boundsS, counts = t.PerBucket()
+	return boundsS, counts, int64(t.Timeouts)
+}
+
+// Total adds up the routing histogram and timeouts over several intervals.
+type Total struct {
+	// Bounds (+Inf last) and cumulative Counts, as in Sample; nil until an interval had the histogram.
+	Bounds   []float64
+	Counts   []uint64
+	Timeouts float64
+}
+
+// Add adds what happened between two samples.
+func (t *Total) Add(before, after Sample) {
+	t.Timeouts += after.Timeouts - before.Timeouts
+	if after.Bounds == nil {
+		return
+	}
+	if t.Counts == nil {
+		t.Bounds = after.Bounds
+		t.Counts = make([]uint64, len(after.Counts))
+	}
+	for i := range after.Counts {
+		d := after.Counts[i]
+		if before.Counts != nil {
+			d -= before.Counts[i]
+		}
+		t.Counts[i] += d
+	}
+}
+
+// PerBucket returns the finite bounds (seconds) and the count of each bucket (not cumulative), one more
+// than the bounds: the last is above the last bound. Both are nil without a histogram.
+func (t *Total) PerBucket() (boundsS []float64, counts []uint64) {
+	if t.Counts == nil {
+		return nil, nil
+	}
+	prev := uint64(0)
+	for _, c := range t.Counts {
+		counts = append(counts, c-prev)
+		prev = c
+	}
+	return t.Bounds[:len(t.Bounds)-1], counts
+}
+
+// Quantile estimates quantile q (0..1) in seconds from the total, as Prometheus's histogram_quantile
+// does; 0 without a histogram.
+func (t *Total) Quantile(q float64) float64 {
+	if t.Counts == nil {
+		return 0
+	}
+	return cumulativeQuantile(q, t.Bounds, t.Counts)
+}
+
+// cumulativeQuantile estimates quantile q from cumulative bucket counts as Prometheus's
+// histogram_quantile does: linear interpolation inside the bucket that holds the rank. Buckets are
+// coarse (×4 apart), so this is an estimate, reported as such.
+func cumulativeQuantile(q float64, bounds []float64, cumulative []uint64) float64 {
+	total := cumulative[len(cumulative)-1]
+	if total == 0 {
+		return 0
+	}
+	rank := q * float64(total)
+	lower, prev := 0.0, uint64(0)
+	for i, c := range cumulative {
+		if float64(c) >= rank {
+			upper := bounds[i]
+			if math.IsInf(upper, 1) {
+				return lower
+			}
+			in := c - prev
+			if in == 0 {
+				return upper
+			}
+			return lower + (upper-lower)*(rank-float64(prev))/float64(in)
+		}
+		lower, prev = bounds[i], c
+	}
+	return lower
+}
+
+// BucketQuantile estimates quantile q (0..1) in seconds from per-bucket counts (as PerBucket returns
+// them), as Prometheus's histogram_quantile does.
+func BucketQuantile(q float64, boundsS []float64, counts []uint64) float64 {
+	if len(counts) == 0 {
+		return 0
+	}
+	bounds := append(append([]float64(nil), boundsS...), math.Inf(1))
+	cum := make([]uint64, len(counts))
+	var sum uint64
+	for i, c := range counts {
+		sum += c
+		cum[i] = sum
+	}
+	return cumulativeQuantile(q, bounds, cum)
+}
