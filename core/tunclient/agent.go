@@ -74,6 +74,10 @@ type Config struct {
 	// Tracer records a span per proxied call. Nil records none; trace context still reaches services.
 	Tracer trace.Tracer
 	Log    *slog.Logger
+
+	// afterFunc starts the MaxIdleTime timers of idle tunnels. Nil means time.AfterFunc; tests set it to
+	// fire the timers themselves.
+	afterFunc func(d time.Duration, f func()) idleTimer
 }
 
 func (c *Config) applyDefaults() error {
@@ -120,6 +124,9 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.afterFunc == nil {
+		c.afterFunc = afterFunc
 	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("")

@@ -57,13 +57,25 @@ type pool struct {
 	wg sync.WaitGroup
 }
 
+// idleTimer is what the pool needs of a *time.Timer started by time.AfterFunc: the MaxIdleTime timer of
+// an idle tunnel.
+type idleTimer interface {
+	Stop() bool
+	Reset(d time.Duration) bool
+}
+
+// afterFunc starts an idleTimer that calls f after d, in its own goroutine: time.AfterFunc.
+func afterFunc(d time.Duration, f func()) idleTimer {
+	return time.AfterFunc(d, f)
+}
+
 // conn is one pool goroutine and its current tunnel. Its fields are guarded by pool.mu.
 type conn struct {
 	state connState
 	// fresh: the goroutine's first tunnel has not been idle yet; it counts in pool.spawned.
 	fresh     bool
 	stream    rpc.ReverseTunnel_ConnectClient
-	timer     *time.Timer
+	timer     idleTimer
 	busy      bool
 	withdrawn bool
 	// exit: the goroutine ends after the withdrawn tunnel is drained (reaped, or the agent stops).
@@ -299,7 +311,7 @@ func (p *pool) becomeIdle(c *conn, stream rpc.ReverseTunnel_ConnectClient) {
 		p.withdrawLocked(c)
 		return
 	}
-	c.timer = time.AfterFunc(p.cfg.MaxIdleTime, func() { p.idleTooLong(c, stream) })
+	c.timer = p.cfg.afterFunc(p.cfg.MaxIdleTime, func() { p.idleTooLong(c, stream) })
 }
 
 // leaveIdle is called when Recv returned on an idle tunnel. It reports whether the tunnel serves a call:
