@@ -90,8 +90,9 @@ func TestLimitTunnelsPerAgent(t *testing.T) {
 
 func TestLimitTunnelRate(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{
-		Kas:   func(c *kas.Config) { c.Limits.TunnelRate, c.Limits.TunnelBurst = 2, 2 },
-		Agent: func(_ int64, c *tunclient.Config) { c.MinIdle = 1 },
+		Kas: func(c *kas.Config) { c.Limits.TunnelRate, c.Limits.TunnelBurst = 2, 2 },
+		// A single-use agent opens a tunnel per call; a reusing one would not go over the rate.
+		Agent: func(_ int64, c *tunclient.Config) { c.MinIdle, c.SingleUse = 1, true },
 	})
 	// Every call takes a tunnel and the agent opens another: a few calls in a row go over 2 per second.
 	c := testgrpc.NewTestServiceClient(e.Public)

@@ -52,6 +52,10 @@ const (
 	GatewayRetryTrailerKey = RoutingHopPrefix + "gateway-retry"
 )
 
+// TunnelReuseHeaderKey is the Connect response header with which kas accepts an agent's request for a
+// reusable tunnel (Descriptor.reuse). An agent that does not see it treats the tunnel as single-use.
+const TunnelReuseHeaderKey = "tunnel-reuse"
+
 // TunnelEndReasonKey is the trailer key with which kas tells an agent why it ended an idle tunnel.
 const TunnelEndReasonKey = "tunnel-end-reason"
 

@@ -28,6 +28,7 @@ const (
 	StateNoTunnel       State = "no_tunnel"
 	StateTunnelReady    State = "tunnel_ready"
 	StateStartStreaming State = "start_streaming"
+	StateCallEnd        State = "call_end"
 )
 
 // Table is the allowed order of messages on one direction of one kind of stream. It is written down once
@@ -76,6 +77,31 @@ var (
 		StateRequestInfo: {StateMessage, StateCloseSend, StateEOF},
 		StateMessage:     {StateMessage, StateCloseSend, StateEOF},
 		StateCloseSend:   {StateEOF},
+	}}
+
+	// AgentToKasReuse is what an agent sends on a reusable tunnel: per call header, message*, trailer,
+	// [error] and call_end, or error and call_end; call_end may come early once kas ended the call (kas
+	// then checks that it did). After call_end the next call's answer, or EOF. The agent may end the
+	// stream after an answer without its call_end (the tunnel is then not reused).
+	AgentToKasReuse = &Table{name: "agent->kas reusable tunnel", allow: map[State][]State{
+		StateStart:      {StateDescriptor},
+		StateDescriptor: {StateHeader, StateError, StateCallEnd, StateEOF},
+		StateHeader:     {StateMessage, StateTrailer, StateCallEnd},
+		StateMessage:    {StateMessage, StateTrailer, StateCallEnd},
+		StateTrailer:    {StateError, StateCallEnd, StateEOF},
+		StateError:      {StateCallEnd, StateEOF},
+		StateCallEnd:    {StateHeader, StateError, StateCallEnd, StateEOF},
+	}}
+
+	// KasToAgentReuse is what kas sends on a reusable tunnel: per call request_info, message*,
+	// [close_send] and call_end; the next call's request_info only after call_end. kas may end the stream
+	// at any point.
+	KasToAgentReuse = &Table{name: "kas->agent reusable tunnel", allow: map[State][]State{
+		StateStart:       {StateRequestInfo, StateEOF},
+		StateRequestInfo: {StateMessage, StateCloseSend, StateCallEnd, StateEOF},
+		StateMessage:     {StateMessage, StateCloseSend, StateCallEnd, StateEOF},
+		StateCloseSend:   {StateCallEnd, StateEOF},
+		StateCallEnd:     {StateRequestInfo, StateEOF},
 	}}
 
 	// GatewayToRouting is what a gateway kas sends to the routing kas on the private API.
@@ -140,6 +166,8 @@ func AgentState(m *ConnectRequest) State {
 		return StateTrailer
 	case *ConnectRequest_Error:
 		return StateError
+	case *ConnectRequest_CallEnd:
+		return StateCallEnd
 	default:
 		return StateEmpty
 	}
@@ -154,6 +182,8 @@ func KasState(m *ConnectResponse) State {
 		return StateMessage
 	case *ConnectResponse_CloseSend:
 		return StateCloseSend
+	case *ConnectResponse_CallEnd:
+		return StateCallEnd
 	default:
 		return StateEmpty
 	}

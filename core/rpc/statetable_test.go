@@ -38,6 +38,11 @@ func TestAllowedSequences(t *testing.T) {
 		{GatewayToRouting, []State{StateNoTunnel, StateTunnelReady, StateHeader, StateMessage, StateTrailer, StateEOF}},
 		{GatewayToRouting, []State{StateTunnelReady, StateError, StateEOF}},
 		{RoutingToGateway, []State{StateStartStreaming, StateMessage, StateMessage, StateEOF}},
+		// Reusable tunnels: calls one after another, each closed by call_end.
+		{AgentToKasReuse, []State{StateDescriptor, StateHeader, StateMessage, StateTrailer, StateCallEnd, StateError, StateCallEnd, StateHeader, StateTrailer, StateError, StateCallEnd, StateEOF}},
+		{AgentToKasReuse, []State{StateDescriptor, StateCallEnd, StateCallEnd, StateHeader, StateMessage, StateCallEnd, StateEOF}},
+		{AgentToKasReuse, []State{StateDescriptor, StateHeader, StateTrailer, StateEOF}},
+		{KasToAgentReuse, []State{StateRequestInfo, StateMessage, StateCloseSend, StateCallEnd, StateRequestInfo, StateCallEnd, StateRequestInfo, StateMessage, StateEOF}},
 	}
 	for _, c := range ok {
 		if err := run(c.table, c.states...); err != nil {
@@ -65,6 +70,14 @@ func TestViolationsNameBothStates(t *testing.T) {
 		{GatewayToRouting, []State{StateHeader}, StateStart, StateHeader},
 		{GatewayToRouting, []State{StateTunnelReady, StateNoTunnel}, StateTunnelReady, StateNoTunnel},
 		{RoutingToGateway, []State{StateMessage}, StateStart, StateMessage},
+		// A single-use tunnel knows no call_end; a reusable one takes the next call only after it.
+		{AgentToKas, []State{StateDescriptor, StateHeader, StateTrailer, StateCallEnd}, StateTrailer, StateCallEnd},
+		{KasToAgent, []State{StateRequestInfo, StateCallEnd}, StateRequestInfo, StateCallEnd},
+		{KasToAgentReuse, []State{StateRequestInfo, StateRequestInfo}, StateRequestInfo, StateRequestInfo},
+		{KasToAgentReuse, []State{StateRequestInfo, StateCloseSend, StateRequestInfo}, StateCloseSend, StateRequestInfo},
+		{AgentToKasReuse, []State{StateDescriptor, StateHeader, StateHeader}, StateHeader, StateHeader},
+		{AgentToKasReuse, []State{StateDescriptor, StateHeader, StateEOF}, StateHeader, StateEOF},
+		{AgentToKasReuse, []State{StateDescriptor, StateError, StateMessage}, StateError, StateMessage},
 	}
 	for _, c := range bad {
 		err := run(c.table, c.states...)
@@ -92,7 +105,7 @@ func TestMessageStates(t *testing.T) {
 }
 
 var allStates = []State{StateStart, StateEOF, StateEmpty, StateDescriptor, StateHeader, StateMessage, StateTrailer,
-	StateError, StateRequestInfo, StateCloseSend, StateNoTunnel, StateTunnelReady, StateStartStreaming}
+	StateError, StateRequestInfo, StateCloseSend, StateNoTunnel, StateTunnelReady, StateStartStreaming, StateCallEnd}
 
 // FuzzStateTable drives every table with arbitrary sequences: the checker never panics, accepts a move
 // only when the table allows it, and never changes state on a rejected move.
@@ -101,7 +114,7 @@ func FuzzStateTable(f *testing.F) {
 	f.Add([]byte{1, 8, 5, 9, 1})
 	f.Add([]byte{2, 11, 4, 6, 1})
 	f.Add([]byte{3, 12, 5, 1})
-	tables := []*Table{AgentToKas, KasToAgent, GatewayToRouting, RoutingToGateway}
+	tables := []*Table{AgentToKas, KasToAgent, GatewayToRouting, RoutingToGateway, AgentToKasReuse, KasToAgentReuse}
 	f.Fuzz(func(t *testing.T, seq []byte) {
 		if len(seq) == 0 {
 			return

@@ -229,8 +229,12 @@ func (x *AgentDescriptor) GetServices() []*Service {
 type Descriptor struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	AgentDescriptor *AgentDescriptor       `protobuf:"bytes,1,opt,name=agent_descriptor,json=agentDescriptor,proto3" json:"agent_descriptor,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The agent can serve call after call on this tunnel (see CallEnd). kas answers with the
+	// "tunnel-reuse" response header when it will; without it, or from an agent that does not set this,
+	// the tunnel carries one call and ends, as in the first version of the protocol.
+	Reuse         bool `protobuf:"varint,2,opt,name=reuse,proto3" json:"reuse,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Descriptor) Reset() {
@@ -268,6 +272,13 @@ func (x *Descriptor) GetAgentDescriptor() *AgentDescriptor {
 		return x.AgentDescriptor
 	}
 	return nil
+}
+
+func (x *Descriptor) GetReuse() bool {
+	if x != nil {
+		return x.Reuse
+	}
+	return false
 }
 
 // Header is the response header metadata of the proxied call.
@@ -551,6 +562,59 @@ func (*CloseSend) Descriptor() ([]byte, []int) {
 	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{10}
 }
 
+// CallEnd ends one call on a reusable tunnel, in the direction it is sent: the sender sends nothing
+// more for that call. The agent sends it after its answer (trailer and error), or at once when kas
+// ended the call first; kas sends it once it has the agent's answer, or at once when the caller went
+// away, which tells the agent to cancel the call. The tunnel takes its next call only after both ends
+// sent theirs; whatever arrives for a call after its sender's CallEnd is a protocol violation, and what
+// the other side sends before its own CallEnd is dropped. An agent that does not send its CallEnd in
+// time (the drain timeout) loses the tunnel.
+type CallEnd struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// From kas only: why kas ended the call before the agent's answer was complete (the caller cancelled
+	// or went away, or kas could not pass the answer on). Absent when the call completed.
+	Status        *status.Status `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CallEnd) Reset() {
+	*x = CallEnd{}
+	mi := &file_core_rpc_tunnel_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CallEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CallEnd) ProtoMessage() {}
+
+func (x *CallEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_tunnel_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CallEnd.ProtoReflect.Descriptor instead.
+func (*CallEnd) Descriptor() ([]byte, []int) {
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CallEnd) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 type ConnectRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -560,6 +624,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Message
 	//	*ConnectRequest_Trailer
 	//	*ConnectRequest_Error
+	//	*ConnectRequest_CallEnd
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -567,7 +632,7 @@ type ConnectRequest struct {
 
 func (x *ConnectRequest) Reset() {
 	*x = ConnectRequest{}
-	mi := &file_core_rpc_tunnel_proto_msgTypes[11]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +644,7 @@ func (x *ConnectRequest) String() string {
 func (*ConnectRequest) ProtoMessage() {}
 
 func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_tunnel_proto_msgTypes[11]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +657,7 @@ func (x *ConnectRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectRequest.ProtoReflect.Descriptor instead.
 func (*ConnectRequest) Descriptor() ([]byte, []int) {
-	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{11}
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ConnectRequest) GetMsg() isConnectRequest_Msg {
@@ -647,6 +712,15 @@ func (x *ConnectRequest) GetError() *Error {
 	return nil
 }
 
+func (x *ConnectRequest) GetCallEnd() *CallEnd {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_CallEnd); ok {
+			return x.CallEnd
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -671,6 +745,10 @@ type ConnectRequest_Error struct {
 	Error *Error `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
 }
 
+type ConnectRequest_CallEnd struct {
+	CallEnd *CallEnd `protobuf:"bytes,6,opt,name=call_end,json=callEnd,proto3,oneof"` // reusable tunnels only
+}
+
 func (*ConnectRequest_Descriptor_) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Header) isConnectRequest_Msg() {}
@@ -681,6 +759,8 @@ func (*ConnectRequest_Trailer) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Error) isConnectRequest_Msg() {}
 
+func (*ConnectRequest_CallEnd) isConnectRequest_Msg() {}
+
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -688,6 +768,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_RequestInfo
 	//	*ConnectResponse_Message
 	//	*ConnectResponse_CloseSend
+	//	*ConnectResponse_CallEnd
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -695,7 +776,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_core_rpc_tunnel_proto_msgTypes[12]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +788,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_tunnel_proto_msgTypes[12]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +801,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{12}
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ConnectResponse) GetMsg() isConnectResponse_Msg {
@@ -757,6 +838,15 @@ func (x *ConnectResponse) GetCloseSend() *CloseSend {
 	return nil
 }
 
+func (x *ConnectResponse) GetCallEnd() *CallEnd {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_CallEnd); ok {
+			return x.CallEnd
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -773,11 +863,17 @@ type ConnectResponse_CloseSend struct {
 	CloseSend *CloseSend `protobuf:"bytes,3,opt,name=close_send,json=closeSend,proto3,oneof"`
 }
 
+type ConnectResponse_CallEnd struct {
+	CallEnd *CallEnd `protobuf:"bytes,4,opt,name=call_end,json=callEnd,proto3,oneof"` // reusable tunnels only
+}
+
 func (*ConnectResponse_RequestInfo) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Message) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_CloseSend) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_CallEnd) isConnectResponse_Msg() {}
 
 var File_core_rpc_tunnel_proto protoreflect.FileDescriptor
 
@@ -794,10 +890,11 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\vall_methods\x18\x03 \x01(\bR\n" +
 	"allMethods\"J\n" +
 	"\x0fAgentDescriptor\x127\n" +
-	"\bservices\x18\x01 \x03(\v2\x1b.tunnelbench.rpc.v1.ServiceR\bservices\"\\\n" +
+	"\bservices\x18\x01 \x03(\v2\x1b.tunnelbench.rpc.v1.ServiceR\bservices\"r\n" +
 	"\n" +
 	"Descriptor\x12N\n" +
-	"\x10agent_descriptor\x18\x01 \x01(\v2#.tunnelbench.rpc.v1.AgentDescriptorR\x0fagentDescriptor\"\x97\x01\n" +
+	"\x10agent_descriptor\x18\x01 \x01(\v2#.tunnelbench.rpc.v1.AgentDescriptorR\x0fagentDescriptor\x12\x14\n" +
+	"\x05reuse\x18\x02 \x01(\bR\x05reuse\"\x97\x01\n" +
 	"\x06Header\x128\n" +
 	"\x04meta\x18\x01 \x03(\v2$.tunnelbench.rpc.v1.Header.MetaEntryR\x04meta\x1aS\n" +
 	"\tMetaEntry\x12\x10\n" +
@@ -820,7 +917,9 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
 	"\x05value\x18\x02 \x01(\v2\x1a.tunnelbench.rpc.v1.ValuesR\x05value:\x028\x01\"\v\n" +
-	"\tCloseSend\"\xb4\x02\n" +
+	"\tCloseSend\"5\n" +
+	"\aCallEnd\x12*\n" +
+	"\x06status\x18\x01 \x01(\v2\x12.google.rpc.StatusR\x06status\"\xee\x02\n" +
 	"\x0eConnectRequest\x12@\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\v2\x1e.tunnelbench.rpc.v1.DescriptorH\x00R\n" +
@@ -828,13 +927,15 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\x06header\x18\x02 \x01(\v2\x1a.tunnelbench.rpc.v1.HeaderH\x00R\x06header\x127\n" +
 	"\amessage\x18\x03 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x127\n" +
 	"\atrailer\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.TrailerH\x00R\atrailer\x121\n" +
-	"\x05error\x18\x05 \x01(\v2\x19.tunnelbench.rpc.v1.ErrorH\x00R\x05errorB\x05\n" +
-	"\x03msg\"\xd7\x01\n" +
+	"\x05error\x18\x05 \x01(\v2\x19.tunnelbench.rpc.v1.ErrorH\x00R\x05error\x128\n" +
+	"\bcall_end\x18\x06 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEndB\x05\n" +
+	"\x03msg\"\x91\x02\n" +
 	"\x0fConnectResponse\x12D\n" +
 	"\frequest_info\x18\x01 \x01(\v2\x1f.tunnelbench.rpc.v1.RequestInfoH\x00R\vrequestInfo\x127\n" +
 	"\amessage\x18\x02 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x12>\n" +
 	"\n" +
-	"close_send\x18\x03 \x01(\v2\x1d.tunnelbench.rpc.v1.CloseSendH\x00R\tcloseSendB\x05\n" +
+	"close_send\x18\x03 \x01(\v2\x1d.tunnelbench.rpc.v1.CloseSendH\x00R\tcloseSend\x128\n" +
+	"\bcall_end\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEndB\x05\n" +
 	"\x03msg2g\n" +
 	"\rReverseTunnel\x12V\n" +
 	"\aConnect\x12\".tunnelbench.rpc.v1.ConnectRequest\x1a#.tunnelbench.rpc.v1.ConnectResponse(\x010\x01B-Z+github.com/tunnelbench/tunnelbench/core/rpcb\x06proto3"
@@ -851,7 +952,7 @@ func file_core_rpc_tunnel_proto_rawDescGZIP() []byte {
 	return file_core_rpc_tunnel_proto_rawDescData
 }
 
-var file_core_rpc_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_core_rpc_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_core_rpc_tunnel_proto_goTypes = []any{
 	(*Values)(nil),                // 0: tunnelbench.rpc.v1.Values
 	(*Method)(nil),                // 1: tunnelbench.rpc.v1.Method
@@ -864,41 +965,45 @@ var file_core_rpc_tunnel_proto_goTypes = []any{
 	(*Error)(nil),                 // 8: tunnelbench.rpc.v1.Error
 	(*RequestInfo)(nil),           // 9: tunnelbench.rpc.v1.RequestInfo
 	(*CloseSend)(nil),             // 10: tunnelbench.rpc.v1.CloseSend
-	(*ConnectRequest)(nil),        // 11: tunnelbench.rpc.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 12: tunnelbench.rpc.v1.ConnectResponse
-	nil,                           // 13: tunnelbench.rpc.v1.Header.MetaEntry
-	nil,                           // 14: tunnelbench.rpc.v1.Trailer.MetaEntry
-	nil,                           // 15: tunnelbench.rpc.v1.RequestInfo.MetaEntry
-	(*status.Status)(nil),         // 16: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*CallEnd)(nil),               // 11: tunnelbench.rpc.v1.CallEnd
+	(*ConnectRequest)(nil),        // 12: tunnelbench.rpc.v1.ConnectRequest
+	(*ConnectResponse)(nil),       // 13: tunnelbench.rpc.v1.ConnectResponse
+	nil,                           // 14: tunnelbench.rpc.v1.Header.MetaEntry
+	nil,                           // 15: tunnelbench.rpc.v1.Trailer.MetaEntry
+	nil,                           // 16: tunnelbench.rpc.v1.RequestInfo.MetaEntry
+	(*status.Status)(nil),         // 17: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
 }
 var file_core_rpc_tunnel_proto_depIdxs = []int32{
 	1,  // 0: tunnelbench.rpc.v1.Service.methods:type_name -> tunnelbench.rpc.v1.Method
 	2,  // 1: tunnelbench.rpc.v1.AgentDescriptor.services:type_name -> tunnelbench.rpc.v1.Service
 	3,  // 2: tunnelbench.rpc.v1.Descriptor.agent_descriptor:type_name -> tunnelbench.rpc.v1.AgentDescriptor
-	13, // 3: tunnelbench.rpc.v1.Header.meta:type_name -> tunnelbench.rpc.v1.Header.MetaEntry
-	14, // 4: tunnelbench.rpc.v1.Trailer.meta:type_name -> tunnelbench.rpc.v1.Trailer.MetaEntry
-	16, // 5: tunnelbench.rpc.v1.Error.status:type_name -> google.rpc.Status
-	15, // 6: tunnelbench.rpc.v1.RequestInfo.meta:type_name -> tunnelbench.rpc.v1.RequestInfo.MetaEntry
-	17, // 7: tunnelbench.rpc.v1.RequestInfo.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 8: tunnelbench.rpc.v1.ConnectRequest.descriptor:type_name -> tunnelbench.rpc.v1.Descriptor
-	5,  // 9: tunnelbench.rpc.v1.ConnectRequest.header:type_name -> tunnelbench.rpc.v1.Header
-	6,  // 10: tunnelbench.rpc.v1.ConnectRequest.message:type_name -> tunnelbench.rpc.v1.Message
-	7,  // 11: tunnelbench.rpc.v1.ConnectRequest.trailer:type_name -> tunnelbench.rpc.v1.Trailer
-	8,  // 12: tunnelbench.rpc.v1.ConnectRequest.error:type_name -> tunnelbench.rpc.v1.Error
-	9,  // 13: tunnelbench.rpc.v1.ConnectResponse.request_info:type_name -> tunnelbench.rpc.v1.RequestInfo
-	6,  // 14: tunnelbench.rpc.v1.ConnectResponse.message:type_name -> tunnelbench.rpc.v1.Message
-	10, // 15: tunnelbench.rpc.v1.ConnectResponse.close_send:type_name -> tunnelbench.rpc.v1.CloseSend
-	0,  // 16: tunnelbench.rpc.v1.Header.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	0,  // 17: tunnelbench.rpc.v1.Trailer.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	0,  // 18: tunnelbench.rpc.v1.RequestInfo.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	11, // 19: tunnelbench.rpc.v1.ReverseTunnel.Connect:input_type -> tunnelbench.rpc.v1.ConnectRequest
-	12, // 20: tunnelbench.rpc.v1.ReverseTunnel.Connect:output_type -> tunnelbench.rpc.v1.ConnectResponse
-	20, // [20:21] is the sub-list for method output_type
-	19, // [19:20] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	14, // 3: tunnelbench.rpc.v1.Header.meta:type_name -> tunnelbench.rpc.v1.Header.MetaEntry
+	15, // 4: tunnelbench.rpc.v1.Trailer.meta:type_name -> tunnelbench.rpc.v1.Trailer.MetaEntry
+	17, // 5: tunnelbench.rpc.v1.Error.status:type_name -> google.rpc.Status
+	16, // 6: tunnelbench.rpc.v1.RequestInfo.meta:type_name -> tunnelbench.rpc.v1.RequestInfo.MetaEntry
+	18, // 7: tunnelbench.rpc.v1.RequestInfo.deadline:type_name -> google.protobuf.Timestamp
+	17, // 8: tunnelbench.rpc.v1.CallEnd.status:type_name -> google.rpc.Status
+	4,  // 9: tunnelbench.rpc.v1.ConnectRequest.descriptor:type_name -> tunnelbench.rpc.v1.Descriptor
+	5,  // 10: tunnelbench.rpc.v1.ConnectRequest.header:type_name -> tunnelbench.rpc.v1.Header
+	6,  // 11: tunnelbench.rpc.v1.ConnectRequest.message:type_name -> tunnelbench.rpc.v1.Message
+	7,  // 12: tunnelbench.rpc.v1.ConnectRequest.trailer:type_name -> tunnelbench.rpc.v1.Trailer
+	8,  // 13: tunnelbench.rpc.v1.ConnectRequest.error:type_name -> tunnelbench.rpc.v1.Error
+	11, // 14: tunnelbench.rpc.v1.ConnectRequest.call_end:type_name -> tunnelbench.rpc.v1.CallEnd
+	9,  // 15: tunnelbench.rpc.v1.ConnectResponse.request_info:type_name -> tunnelbench.rpc.v1.RequestInfo
+	6,  // 16: tunnelbench.rpc.v1.ConnectResponse.message:type_name -> tunnelbench.rpc.v1.Message
+	10, // 17: tunnelbench.rpc.v1.ConnectResponse.close_send:type_name -> tunnelbench.rpc.v1.CloseSend
+	11, // 18: tunnelbench.rpc.v1.ConnectResponse.call_end:type_name -> tunnelbench.rpc.v1.CallEnd
+	0,  // 19: tunnelbench.rpc.v1.Header.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	0,  // 20: tunnelbench.rpc.v1.Trailer.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	0,  // 21: tunnelbench.rpc.v1.RequestInfo.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	12, // 22: tunnelbench.rpc.v1.ReverseTunnel.Connect:input_type -> tunnelbench.rpc.v1.ConnectRequest
+	13, // 23: tunnelbench.rpc.v1.ReverseTunnel.Connect:output_type -> tunnelbench.rpc.v1.ConnectResponse
+	23, // [23:24] is the sub-list for method output_type
+	22, // [22:23] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_core_rpc_tunnel_proto_init() }
@@ -906,17 +1011,19 @@ func file_core_rpc_tunnel_proto_init() {
 	if File_core_rpc_tunnel_proto != nil {
 		return
 	}
-	file_core_rpc_tunnel_proto_msgTypes[11].OneofWrappers = []any{
+	file_core_rpc_tunnel_proto_msgTypes[12].OneofWrappers = []any{
 		(*ConnectRequest_Descriptor_)(nil),
 		(*ConnectRequest_Header)(nil),
 		(*ConnectRequest_Message)(nil),
 		(*ConnectRequest_Trailer)(nil),
 		(*ConnectRequest_Error)(nil),
+		(*ConnectRequest_CallEnd)(nil),
 	}
-	file_core_rpc_tunnel_proto_msgTypes[12].OneofWrappers = []any{
+	file_core_rpc_tunnel_proto_msgTypes[13].OneofWrappers = []any{
 		(*ConnectResponse_RequestInfo)(nil),
 		(*ConnectResponse_Message)(nil),
 		(*ConnectResponse_CloseSend)(nil),
+		(*ConnectResponse_CallEnd)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -924,7 +1031,7 @@ func file_core_rpc_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_rpc_tunnel_proto_rawDesc), len(file_core_rpc_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,13 +32,20 @@ const (
 // ReverseTunnel is served by kas and called by agentk. The agent is the gRPC client of Connect but plays
 // the server role for the call that kas proxies through the stream.
 type ReverseTunnelClient interface {
-	// Connect opens one tunnel. It carries at most one proxied call.
+	// Connect opens one tunnel. A single-use tunnel carries one proxied call; a reusable one (the agent
+	// sets Descriptor.reuse and kas answers with the "tunnel-reuse" response header) carries call after
+	// call, one at a time, each closed by a call_end in both directions.
 	//
-	// agent -> kas: descriptor, header, message*, trailer, [error], EOF; or descriptor, error, EOF;
+	// single-use, agent -> kas: descriptor, header, message*, trailer, [error], EOF; or descriptor,
 	//
-	//	or descriptor, EOF (the agent withdraws an idle tunnel; no call was accepted).
+	//	  error, EOF; or descriptor, EOF (the agent withdraws an idle tunnel).
+	//	kas -> agent: request_info, message*, close_send, EOF.
 	//
-	// kas -> agent: request_info, message*, close_send, EOF.
+	// reusable, per call, agent -> kas: header, message*, trailer, [error], call_end; or error, call_end;
+	//
+	//	  or, once kas ended the call first, call_end after any of those;
+	//	kas -> agent: request_info, message*, [close_send], call_end.
+	//	Between calls the agent may withdraw the tunnel (EOF) and kas may end it (EOF).
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
 
@@ -70,13 +77,20 @@ type ReverseTunnel_ConnectClient = grpc.BidiStreamingClient[ConnectRequest, Conn
 // ReverseTunnel is served by kas and called by agentk. The agent is the gRPC client of Connect but plays
 // the server role for the call that kas proxies through the stream.
 type ReverseTunnelServer interface {
-	// Connect opens one tunnel. It carries at most one proxied call.
+	// Connect opens one tunnel. A single-use tunnel carries one proxied call; a reusable one (the agent
+	// sets Descriptor.reuse and kas answers with the "tunnel-reuse" response header) carries call after
+	// call, one at a time, each closed by a call_end in both directions.
 	//
-	// agent -> kas: descriptor, header, message*, trailer, [error], EOF; or descriptor, error, EOF;
+	// single-use, agent -> kas: descriptor, header, message*, trailer, [error], EOF; or descriptor,
 	//
-	//	or descriptor, EOF (the agent withdraws an idle tunnel; no call was accepted).
+	//	  error, EOF; or descriptor, EOF (the agent withdraws an idle tunnel).
+	//	kas -> agent: request_info, message*, close_send, EOF.
 	//
-	// kas -> agent: request_info, message*, close_send, EOF.
+	// reusable, per call, agent -> kas: header, message*, trailer, [error], call_end; or error, call_end;
+	//
+	//	  or, once kas ended the call first, call_end after any of those;
+	//	kas -> agent: request_info, message*, [close_send], call_end.
+	//	Between calls the agent may withdraw the tunnel (EOF) and kas may end it (EOF).
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedReverseTunnelServer()
 }

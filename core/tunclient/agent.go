@@ -68,6 +68,10 @@ type Config struct {
 	// call on a 2-core machine). It is there to compare with, and for services that need grpc.Server
 	// itself.
 	BufconnServer bool
+	// SingleUse opens a tunnel per call, as the protocol's first version does, instead of asking kas for
+	// reusable tunnels that carry call after call. It is there to compare with; a kas that does not offer
+	// reuse gets single-use tunnels anyway.
+	SingleUse bool
 
 	// Meter records the agent's metrics. Nil records nothing.
 	Meter metric.Meter
@@ -240,6 +244,7 @@ func (a *Agent) Start() error {
 		exposed = append(exposed, name)
 	}
 	d := descriptorFor(a.mux.GetServiceInfo(), exposed)
+	d.Reuse = !a.cfg.SingleUse
 	var err error
 	a.descriptorMsg, err = proto.Marshal(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: d}})
 	if err != nil {

@@ -20,45 +20,32 @@ import (
 
 // serveCall serves the call kas sent through the tunnel: itself when the service is registered on the
 // agent (serveLocal), otherwise by replaying it against an exposed upstream (or the bufconn server) and
-// streaming the answer back. It returns when the call is over and kas ended the stream.
-func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, info *rpc.RequestInfo) {
+// streaming the answer back. It returns when the call is over on both sides, reporting whether the
+// tunnel can take another call (a reusable tunnel whose call ended cleanly).
+func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.RequestInfo) bool {
 	service, _, err := grpctool.SplitMethod(info.GetMethodName())
 	if err != nil {
-		a.failCall(stream, cancelStream, status.Error(codes.InvalidArgument, err.Error()))
-		return
+		return a.failCall(tc, status.Error(codes.InvalidArgument, err.Error()))
 	}
 	ctx, cancelCall, md, end := a.callContext(streamCtx, info)
 	defer end()
 	target := a.target(service)
 	if target == nil {
-		a.serveLocal(ctx, cancelCall, md, cancelStream, stream, info.GetMethodName())
-		return
+		return a.serveLocal(ctx, cancelCall, md, tc, info.GetMethodName())
 	}
 	callCtx := metadata.NewOutgoingContext(ctx, md)
 	cs, err := target.NewStream(callCtx, grpctool.BidiStreamDesc, info.GetMethodName(), grpctool.RawCallCodec())
 	if err != nil {
-		a.failCall(stream, cancelStream, err)
-		return
+		return a.failCall(tc, err)
 	}
 
-	// kas -> service. It ends when kas ends the stream: after the answer, or early when the caller
+	// kas -> service. It ends at kas's end of the call: after the answer, or early when the caller
 	// cancelled, in which case the service's call is cancelled too.
-	kasDone := make(chan struct{})
+	kasDone := make(chan bool, 1)
 	go func() {
-		defer close(kasDone)
 		defer cancelCall()
-		checker := rpc.NewChecker(rpc.KasToAgent)
-		_ = checker.Next(rpc.StateRequestInfo)
 		sendOK := true
-		for {
-			m, err := stream.Recv()
-			if err != nil {
-				return
-			}
-			if err := checker.Next(rpc.KasState(m)); err != nil {
-				a.cfg.Log.Warn("kas broke the tunnel protocol", "method", info.GetMethodName(), "err", err)
-				return
-			}
+		ended, _ := tc.kasSide(func(m *rpc.ConnectResponse) {
 			switch x := m.GetMsg().(type) {
 			case *rpc.ConnectResponse_Message:
 				// After a failed send the service has finished; keep reading so kas is never blocked.
@@ -70,16 +57,19 @@ func (a *Agent) serveCall(streamCtx context.Context, cancelStream context.Cancel
 					_ = cs.CloseSend()
 				}
 			}
-		}
+		}, func(err error) {
+			a.cfg.Log.Warn("kas broke the tunnel protocol", "method", info.GetMethodName(), "err", err)
+		})
+		kasDone <- ended
 	}()
 
 	// service -> kas: header, every message, trailer, final status.
-	a.answer(stream, cs)
-	_ = stream.CloseSend()
-	// kas ends the stream as soon as it has the answer; if it does not, stop waiting after drainTimeout.
-	timer := time.AfterFunc(drainTimeout, cancelStream)
+	a.answer(tc.stream, cs)
+	ours := tc.endOurs() == nil
+	// kas ends its side as soon as it has the answer; if it does not, stop waiting after drainTimeout.
+	timer := time.AfterFunc(drainTimeout, tc.cancelStream)
 	defer timer.Stop()
-	<-kasDone
+	return <-kasDone && ours && tc.reuse
 }
 
 // callContext is the context a call runs in: the caller's trace continued under this agent's span
@@ -139,12 +129,13 @@ func (a *Agent) answer(stream rpc.ReverseTunnel_ConnectClient, cs clientStream) 
 }
 
 // failCall answers a call that failed before any header (descriptor -> error) and waits for kas to end
-// the stream.
-func (a *Agent) failCall(stream rpc.ReverseTunnel_ConnectClient, cancelStream context.CancelFunc, err error) {
-	if stream.Send(errorMsg(err)) == nil {
-		_ = stream.CloseSend()
+// its side of the call.
+func (a *Agent) failCall(tc tunnelCall, err error) bool {
+	if tc.stream.Send(errorMsg(err)) != nil || tc.endOurs() != nil {
+		tc.cancelStream()
+		return false
 	}
-	drain(stream, cancelStream)
+	return tc.drainUntilEnd()
 }
 
 func errorMsg(err error) *rpc.ConnectRequest {

@@ -24,11 +24,12 @@ const localWindow = grpctool.StreamWindow
 // server stream: the handler reads request messages that this goroutine takes off the tunnel, and writes
 // header, messages, trailer and status straight onto it. Compared with replaying the call on a
 // grpc.Server behind bufconn, no HTTP/2 framing, copy or goroutine hand-off sits between tunnel and
-// service. It returns when the handler returned and kas ended the stream.
-func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, md metadata.MD, cancelStream context.CancelFunc, stream rpc.ReverseTunnel_ConnectClient, method string) {
+// service. It returns when the handler returned and kas ended its side of the call, reporting whether
+// the tunnel can take another call.
+func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, md metadata.MD, tc tunnelCall, method string) bool {
 	ss := &tunnelServerStream{
 		cancel: cancelCall,
-		stream: stream,
+		stream: tc.stream,
 		method: method,
 		maxMsg: a.cfg.MaxMessageSize,
 		recv:   newRequestQueue(localWindow),
@@ -39,30 +40,20 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 
 	handlerDone := make(chan struct{})
 	var drainTimer *time.Timer
+	var oursSent bool
 	drain := drainTimeout
 	go func() {
 		ss.finish(a.mux.Handle(nil, ss))
-		_ = stream.CloseSend()
-		// kas ends the stream as soon as it has the answer; if it does not, stop waiting after
+		oursSent = tc.endOurs() == nil
+		// kas ends its side as soon as it has the answer; if it does not, stop waiting after
 		// drainTimeout.
-		drainTimer = time.AfterFunc(drain, cancelStream)
+		drainTimer = time.AfterFunc(drain, tc.cancelStream)
 		close(handlerDone)
 	}()
 
-	// kas -> service, on this goroutine. It ends when kas ends the stream: after the answer, or early
-	// when the caller cancelled, in which case the handler's context is cancelled too.
-	checker := rpc.NewChecker(rpc.KasToAgent)
-	_ = checker.Next(rpc.StateRequestInfo)
-	for {
-		m, err := stream.Recv()
-		if err != nil {
-			break
-		}
-		if err := checker.Next(rpc.KasState(m)); err != nil {
-			a.cfg.Log.Warn("kas broke the tunnel protocol", "method", method, "err", err)
-			cancelStream()
-			break
-		}
+	// kas -> service, on this goroutine, until kas's end of the call: after the answer, or early when the
+	// caller cancelled, in which case the handler's context is cancelled too.
+	ended, why := tc.kasSide(func(m *rpc.ConnectResponse) {
 		switch x := m.GetMsg().(type) {
 		case *rpc.ConnectResponse_Message:
 			// After the handler returned nobody reads: the queue drops the rest, and reading goes on so
@@ -71,22 +62,29 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 		case *rpc.ConnectResponse_CloseSend:
 			ss.recv.close()
 		}
+	}, func(err error) { a.cfg.Log.Warn("kas broke the tunnel protocol", "method", method, "err", err) })
+	if why != nil {
+		a.cfg.Log.Debug("kas ended the call early", "method", method, "reason", why)
 	}
 	cancelCall()
 	select {
-	case <-handlerDone: // the common case: the handler answered before kas ended the stream
+	case <-handlerDone: // the common case: the handler answered before kas ended its side
 		drainTimer.Stop()
-		return
+		return tc.reuse && ended && oursSent
 	default:
 	}
-	// A handler that ignores its context's end would hold this tunnel's goroutine, and Stop, forever.
+	// A handler that ignores its context's end would hold this tunnel's goroutine, and Stop, forever: it
+	// costs its tunnel and nothing else.
 	abandon := time.NewTimer(drain)
 	defer abandon.Stop()
 	select {
 	case <-handlerDone:
 		drainTimer.Stop()
+		return tc.reuse && ended && oursSent
 	case <-abandon.C:
 		a.cfg.Log.Warn("a service went on after its call ended; the tunnel stopped waiting for it", "method", method)
+		tc.cancelStream()
+		return false
 	}
 }
 

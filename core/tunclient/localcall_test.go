@@ -141,7 +141,7 @@ func TestServeLocalStopsWaitingForAServiceThatIgnoresTheEnd(t *testing.T) {
 	defer end()
 	returned := make(chan struct{})
 	go func() {
-		a.serveLocal(ctx2, cancelCall, md, cancel, tun, "/tunnelbench.test.Stubborn/Ignore")
+		a.serveLocal(ctx2, cancelCall, md, tunnelCall{stream: tun, cancelStream: cancel}, "/tunnelbench.test.Stubborn/Ignore")
 		close(returned)
 	}()
 	select {

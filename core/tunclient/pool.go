@@ -220,8 +220,8 @@ func (p *pool) pause(d time.Duration) bool {
 	}
 }
 
-// serveTunnel opens one tunnel, waits idle for a call and serves it. c is connecting on entry, and
-// connecting or closing on return.
+// serveTunnel opens one tunnel, waits idle for a call and serves it; a reusable tunnel then waits for
+// the next call. c is connecting on entry, and connecting or closing on return.
 func (p *pool) serveTunnel(c *conn) tunnelEnd {
 	streamCtx, cancel := context.WithCancel(p.hardCtx)
 	defer cancel()
@@ -234,48 +234,73 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		_, err = stream.Recv() // the real error is the stream's status
 		return p.failed(err)
 	}
-	p.becomeIdle(c, stream)
-	msg, err := stream.Recv()
-	serve, withdrawn, exit := p.leaveIdle(c, err == nil && msg.GetRequestInfo() != nil)
-	if !serve {
-		if withdrawn {
-			// Withdrawn: whatever kas sent (a call it had just picked this tunnel for included) is not
-			// ours any more; kas gives that call to another tunnel.
-			if err == nil {
+	tc := tunnelCall{stream: stream, cancelStream: cancel}
+	for calls := 0; ; calls++ {
+		p.becomeIdle(c, stream)
+		msg, err := stream.Recv()
+		serve, withdrawn, exit := p.leaveIdle(c, err == nil && msg.GetRequestInfo() != nil)
+		if !serve {
+			return p.notServed(stream, cancel, msg, err, withdrawn, exit)
+		}
+		if calls == 0 {
+			// kas's answer to the descriptor's request for reuse came with its first message.
+			tc.reuse = !p.cfg.SingleUse && kasOffersReuse(stream)
+		}
+		next := p.a.serveCall(streamCtx, tc, msg.GetRequestInfo())
+		p.mu.Lock()
+		c.busy = false
+		p.moveLocked(c, connConnecting)
+		stopping := p.stopping
+		p.mu.Unlock()
+		if stopping {
+			if next {
+				_ = stream.CloseSend()
 				drain(stream, cancel)
 			}
-			if exit {
-				return endExit
-			}
+			return endExit
+		}
+		if !next {
 			return endClean
 		}
+	}
+}
+
+// kasOffersReuse reports whether kas accepted the tunnel as reusable (rpc.TunnelReuseHeaderKey).
+func kasOffersReuse(stream rpc.ReverseTunnel_ConnectClient) bool {
+	md, err := stream.Header()
+	return err == nil && len(md.Get(rpc.TunnelReuseHeaderKey)) > 0
+}
+
+// notServed is how an idle tunnel ends that did not get a call: withdrawn by the pool, ended by kas, or
+// broken.
+func (p *pool) notServed(stream rpc.ReverseTunnel_ConnectClient, cancel context.CancelFunc, msg *rpc.ConnectResponse, err error, withdrawn, exit bool) tunnelEnd {
+	if withdrawn {
+		// Withdrawn: whatever kas sent (a call it had just picked this tunnel for included) is not ours
+		// any more; kas gives that call to another tunnel.
 		if err == nil {
-			// Anything but request_info first breaks the protocol.
-			c := rpc.NewChecker(rpc.KasToAgent)
-			err = c.Next(rpc.KasState(msg))
-			p.a.cfg.Log.Warn("kas broke the tunnel protocol", "err", err)
-			return p.failed(err)
+			drain(stream, cancel)
 		}
-		switch reason := endReason(stream); {
-		case reason == rpc.EndReasonShutdown:
-			return endShutdown
-		case err == io.EOF, reason == rpc.EndReasonCallEnded:
-			// call-ended: kas ended the tunnel over a call, whatever status it carries; that says
-			// nothing about this connection, so no backoff.
-			return endClean
+		if exit {
+			return endExit
 		}
+		return endClean
+	}
+	if err == nil {
+		// Anything but request_info first breaks the protocol.
+		c := rpc.NewChecker(rpc.KasToAgent)
+		err = c.Next(rpc.KasState(msg))
+		p.a.cfg.Log.Warn("kas broke the tunnel protocol", "err", err)
 		return p.failed(err)
 	}
-	p.a.serveCall(streamCtx, cancel, stream, msg.GetRequestInfo())
-	p.mu.Lock()
-	c.busy = false
-	p.moveLocked(c, connConnecting)
-	stopping := p.stopping
-	p.mu.Unlock()
-	if stopping {
-		return endExit
+	switch reason := endReason(stream); {
+	case reason == rpc.EndReasonShutdown:
+		return endShutdown
+	case err == io.EOF, reason == rpc.EndReasonCallEnded:
+		// call-ended: kas ended the tunnel over a call, whatever status it carries; that says nothing
+		// about this connection, so no backoff.
+		return endClean
 	}
-	return endClean
+	return p.failed(err)
 }
 
 // endReason is kas's reason for ending the tunnel (rpc.TunnelEndReasonKey), if it gave one.

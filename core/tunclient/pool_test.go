@@ -131,6 +131,7 @@ func TestPoolOpensMinIdleTunnelsThatSendTheirDescriptorFirst(t *testing.T) {
 	a := startPoolAgent(t, kas, Config{MinIdle: 3})
 	waitSettled(t, a, Stats{Idle: 3}, 3)
 	want := descriptorFor(a.GetServiceInfo(), nil)
+	want.Reuse = true // the agent asks for reusable tunnels unless it is single-use
 	streams := kas.all()
 	if len(streams) != 3 {
 		t.Fatalf("%d tunnels opened, want MinIdle = 3", len(streams))

@@ -37,6 +37,7 @@ type AgentAPI struct {
 	// handshakeTimeout bounds the wait for the descriptor; zero means DefaultHandshakeTimeout.
 	handshakeTimeout time.Duration
 	maxSend          int
+	singleUse        bool
 	log              *slog.Logger
 }
 
@@ -94,6 +95,13 @@ func (r *tunnelRates) allow(agentID int64) error {
 // DefaultHandshakeTimeout is how long an agent has, after opening a Connect stream, to send its
 // descriptor. An agent sends it at once; a stream still silent then is refused.
 const DefaultHandshakeTimeout = 5 * time.Second
+
+// tunnelReuseHeader is kas's answer to an agent that asked for a reusable tunnel.
+var tunnelReuseHeader = metadata.Pairs(rpc.TunnelReuseHeaderKey, "1")
+
+// SetSingleUse makes every tunnel carry one call and end, whatever the agent asks: the protocol's first
+// version, kept to measure it beside reuse. Set it before serving.
+func (a *AgentAPI) SetSingleUse(on bool) { a.singleUse = on }
 
 // SetMaxSendBytes is the agent server's grpc.MaxSendMsgSize: a call whose request info would not fit
 // fails before it touches a tunnel. Zero: not checked. Set it before serving.
@@ -166,7 +174,12 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 		}
 		return err
 	}
-	reason, err := a.registry.Serve(agentID, desc, stream, registry.TunnelOptions{MaxSend: a.maxSend, MaxConnectionAge: a.maxAge})
+	reuse := desc.Reuse && !a.singleUse
+	if reuse {
+		// Goes out with kas's first message: the agent knows before its first call ends.
+		_ = stream.SetHeader(tunnelReuseHeader)
+	}
+	reason, err := a.registry.Serve(agentID, desc, stream, registry.TunnelOptions{MaxSend: a.maxSend, MaxConnectionAge: a.maxAge, Reuse: reuse})
 	if reason != "" {
 		stream.SetTrailer(metadata.Pairs(rpc.TunnelEndReasonKey, reason))
 	}

@@ -60,6 +60,7 @@ func (c *descriptorCache) index(data []byte) (registry.DescriptorIndex, error) {
 	if err != nil {
 		return registry.DescriptorIndex{}, status.Error(codes.InvalidArgument, err.Error())
 	}
+	d.Reuse = first.GetDescriptor_().GetReuse()
 	if cacheable {
 		c.mu.Lock()
 		if c.entries == nil || len(c.entries) >= descriptorCacheEntries {

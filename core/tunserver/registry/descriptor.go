@@ -18,8 +18,11 @@ const (
 type DescriptorIndex struct {
 	// services maps a service name to its methods; a nil set means every method.
 	services map[string]map[string]struct{}
+	// Reuse: the agent asked for a reusable tunnel.
+	Reuse bool
 }
 
+// NewDescriptorIndex indexes the services of a descriptor, checking its bounds.
 func NewDescriptorIndex(d *rpc.AgentDescriptor) (DescriptorIndex, error) {
 	if len(d.GetServices()) > MaxDescriptorServices {
 		return DescriptorIndex{}, fmt.Errorf("descriptor lists %d services, the limit is %d", len(d.GetServices()), MaxDescriptorServices)

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"io"
 
+	"sync"
+	"sync/atomic"
+	"time"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -48,7 +52,8 @@ func earlyErr(t *Tunnel) error {
 
 // readLoop is the tunnel's only reader. While the tunnel is idle or found it watches for the agent
 // withdrawing or breaking the tunnel; while forwarding it passes every agent message on to the caller
-// itself, so that no goroutine hand-off sits between the tunnel and the caller.
+// itself, so that no goroutine hand-off sits between the tunnel and the caller. On a reusable tunnel it
+// goes on after each call.
 func (t *Tunnel) readLoop(r *Registry) {
 	var fwd *forwarding
 	for {
@@ -59,10 +64,23 @@ func (t *Tunnel) readLoop(r *Registry) {
 				return
 			}
 		}
-		if v, over := fwd.handle(res); over {
-			fwd.result <- v // buffered: never blocks
+		v, over := fwd.handle(res)
+		if v.kind != verdictNone {
+			fwd.deliver(v)
+		}
+		if !over {
+			continue
+		}
+		if v.kind == verdictBroken || v.kind == verdictViolation || v.kind == verdictWithdrawn || res.err != nil {
+			if fwd.reuse {
+				// Forward may have returned already (the caller went away): the reader ends the tunnel.
+				r.finish(t, v.err, "")
+			}
 			return
 		}
+		// The agent's call_end on a reusable tunnel: the call is over from its side.
+		r.agentEndedCall(t, fwd)
+		fwd = nil
 	}
 }
 
@@ -75,28 +93,60 @@ type verdict struct {
 type verdictKind int
 
 const (
-	verdictDone       verdictKind = iota // the agent's answer went to the caller
+	verdictNone       verdictKind = iota // nothing to tell Forward yet
+	verdictDone                          // the agent's answer went to the caller
 	verdictWithdrawn                     // the agent withdrew the tunnel before it accepted the call
 	verdictBroken                        // the stream failed; err is the stream's error
 	verdictViolation                     // the agent broke the protocol; err is the InvalidArgument for it
 	verdictCallerGone                    // the caller could not take the answer; err is the sink's error
 )
 
-// forwarding is one call on a tunnel, as the reader sees it.
+// forwarding is one call on a tunnel, as the reader and Forward see it.
 type forwarding struct {
 	pump    *RequestPump
 	sink    Sink
 	checker rpc.Checker
+	reuse   bool
 	result  chan verdict
+	// delivered: result got its one verdict (only the reader delivers).
+	delivered bool
+	// answered: the agent's answer to the caller is complete (a reusable tunnel's call_end may follow).
+	answered bool
+
+	// sinkMu orders sink calls with kasEnded: once kas ended the call, the caller's stream is not
+	// touched any more (its handler may have returned).
+	sinkMu   sync.Mutex
+	kasEnded bool
+	// kasEndClaimed: endCall ran (it runs once).
+	kasEndClaimed bool
+	// ends counts the ends of a call on a reusable tunnel: kas's call_end sent and the agent's received.
+	// Whoever makes it two returns the tunnel to idle.
+	ends       atomic.Int32
+	agentEnded atomic.Bool
+	// drainTimer ends the tunnel when the agent's call_end does not come in time.
+	drainTimer *time.Timer
 }
 
-func newForwarding(pump *RequestPump, sink Sink) *forwarding {
-	f := &forwarding{pump: pump, sink: sink, checker: rpc.NewChecker(rpc.AgentToKas), result: make(chan verdict, 1)}
+func newForwarding(pump *RequestPump, sink Sink, reuse bool) *forwarding {
+	table := rpc.AgentToKas
+	if reuse {
+		table = rpc.AgentToKasReuse
+	}
+	f := &forwarding{pump: pump, sink: sink, checker: rpc.NewChecker(table), reuse: reuse, result: make(chan verdict, 1)}
 	_ = f.checker.Next(rpc.StateDescriptor)
 	return f
 }
 
-// handle takes one result of Recv; over reports that the call is over from the agent's side.
+func (f *forwarding) deliver(v verdict) {
+	if !f.delivered {
+		f.delivered = true
+		f.result <- v // buffered: never blocks
+	}
+}
+
+// handle takes one result of Recv. It returns what to tell Forward (verdictNone: nothing) and whether the
+// call is over from the agent's side: the stream ended or broke, or, on a reusable tunnel, the agent's
+// call_end arrived.
 func (f *forwarding) handle(res recvResult) (v verdict, over bool) {
 	if res.err == io.EOF {
 		if err := f.checker.Next(rpc.StateEOF); err != nil {
@@ -115,13 +165,42 @@ func (f *forwarding) handle(res recvResult) (v verdict, over bool) {
 		return verdict{kind: verdictViolation, err: err}, true
 	}
 	f.pump.Accept()
+	if st == rpc.StateCallEnd {
+		return f.agentCallEnd()
+	}
+	f.sinkMu.Lock()
+	defer f.sinkMu.Unlock()
+	if f.kasEnded {
+		return verdict{}, false // the rest of a call kas ended: dropped until the agent's call_end
+	}
 	if err := f.sink(res.msg); err != nil {
-		return verdict{kind: verdictCallerGone, err: err}, true
+		f.kasEnded = f.reuse // nothing more goes to a caller that could not take this
+		return verdict{kind: verdictCallerGone, err: err}, !f.reuse
 	}
 	if st == rpc.StateError {
-		return verdict{kind: verdictDone}, true
+		f.answered = true
+		return verdict{kind: verdictDone}, !f.reuse
+	}
+	if st == rpc.StateTrailer {
+		f.answered = true // an error may follow: the answer is complete at error or call_end
 	}
 	return verdict{}, false
+}
+
+// agentCallEnd is the agent's call_end: the answer is complete, or kas had ended the call first; the
+// agent ending a call kas did not end without an answer is a violation.
+func (f *forwarding) agentCallEnd() (verdict, bool) {
+	f.sinkMu.Lock()
+	ended := f.kasEnded
+	f.sinkMu.Unlock()
+	if !ended && !f.answered {
+		return verdict{kind: verdictViolation, err: status.Error(codes.InvalidArgument, "agent->kas reusable tunnel: call_end before the answer's trailer or error")}, true
+	}
+	f.agentEnded.Store(true)
+	if ended {
+		return verdict{}, true
+	}
+	return verdict{kind: verdictDone}, true
 }
 
 // startForwarding moves a found tunnel to forwarding with fwd. It fails with ErrRetryOtherTunnel when
@@ -131,6 +210,7 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 	t.mu.Lock()
 	if t.state == TunnelFound && t.early == nil {
 		t.fwd = fwd
+		t.calls++
 		err := t.moveLocked(TunnelForwarding)
 		t.mu.Unlock()
 		return err
@@ -143,7 +223,8 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 // Forward carries one call over the tunnel: the request through pump, every agent message to sink. It
 // returns ErrRetryOtherTunnel when the call should go to another tunnel, the caller's context error when
 // the caller went away, a status for the caller when the tunnel broke, or nil when the agent's answer
-// (including a final error status) went to sink.
+// (including a final error status) went to sink. A single-use tunnel ends with its call; a reusable one
+// goes back to idle once both ends sent their call_end.
 func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) error {
 	r := t.reg
 	if t.maxSend > 0 {
@@ -154,14 +235,14 @@ func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) erro
 			return status.Errorf(codes.ResourceExhausted, "the call's request info is %d bytes, larger than a tunnel message may be (%d bytes): send less metadata", n, t.maxSend)
 		}
 	}
-	fwd := newForwarding(pump, sink)
+	fwd := newForwarding(pump, sink, t.reuse)
 	if err := t.startForwarding(r, fwd); err != nil {
 		return err
 	}
-	// The caller's end ends the tunnel at once, whatever forward is waiting for: a send to an agent that
-	// stopped reading holds the pump (and attach) until the tunnel's stream ends, which only the tunnel's
-	// end brings about. For the same reason the tunnel always ends before the pump is detached below.
-	stop := context.AfterFunc(ctx, func() { r.finish(t, errCallerCancelled, rpc.EndReasonCallEnded) })
+	// The caller's end ends the call at once, whatever Forward is waiting for: a send to an agent that
+	// stopped reading holds the pump (and attach) until the stream ends, which only the end of the call
+	// (or, when the agent does not confirm it, of the tunnel) brings about.
+	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
 	if err := pump.attachTunnel(t); err != nil {
 		// The stream ended under us: nothing reached the agent's service. The reader stops on its own.
@@ -176,29 +257,34 @@ func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) erro
 	select {
 	case v = <-fwd.result:
 	case <-ctx.Done():
-		r.finish(t, errCallerCancelled, rpc.EndReasonCallEnded)
-		pump.Detach()
-		<-fwd.result // the reader may be using sink; the tunnel's end makes it stop
+		t.endCall(fwd, errCallerCancelled)
+		if !t.reuse {
+			<-fwd.result // the reader may be using sink; the tunnel's end makes it stop
+		}
 		return ctx.Err()
 	}
-	switch v.kind {
-	case verdictDone, verdictWithdrawn:
-		r.finish(t, nil, "")
-	case verdictBroken, verdictViolation:
-		r.finish(t, v.err, "")
-	default: // verdictCallerGone
-		r.finish(t, callerGoneErr(ctx, v.err), rpc.EndReasonCallEnded)
-	}
-	replayable := pump.Detach()
+	return t.afterVerdict(ctx, fwd, v)
+}
+
+// afterVerdict ends the call as the verdict says and returns the caller's status.
+func (t *Tunnel) afterVerdict(ctx context.Context, fwd *forwarding, v verdict) error {
+	r := t.reg
 	switch v.kind {
 	case verdictDone:
+		t.endCall(fwd, nil)
 		return nil
+	case verdictCallerGone:
+		t.endCall(fwd, callerGoneErr(ctx, v.err))
+		return v.err
 	case verdictWithdrawn:
-		if replayable {
+		r.finish(t, nil, "")
+		if fwd.pump.Detach() {
 			return ErrRetryOtherTunnel
 		}
 		return status.Errorf(codes.Unavailable, "agent %d withdrew the tunnel as the call arrived and the request was too large to replay", t.agentID)
 	case verdictBroken:
+		r.finish(t, v.err, "")
+		fwd.pump.Detach()
 		if status.Code(v.err) == codes.ResourceExhausted {
 			// The agent sent a message over the tunnel's own size bound: an answer too large, not a
 			// network failure that a retry could mend.
@@ -206,12 +292,60 @@ func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) erro
 			return status.Errorf(codes.ResourceExhausted, "agent %d sent a response message larger than the limit (--max-message-size): %v", t.agentID, status.Convert(v.err).Message())
 		}
 		return status.Errorf(codes.Unavailable, "tunnel to agent %d broke: %v", t.agentID, status.Convert(v.err).Message())
-	case verdictViolation:
+	default: // verdictViolation
+		r.finish(t, v.err, "")
+		fwd.pump.Detach()
 		return status.Errorf(codes.Unavailable, "agent %d broke the tunnel protocol: %v", t.agentID, status.Convert(v.err).Message())
-	default: // verdictCallerGone
-		return v.err
 	}
 }
+
+// endCall ends the call from kas's side; why is nil when the call completed. A single-use tunnel ends
+// (why, if any, becomes the agent's Connect status). A reusable one sends call_end (with why) after the
+// last request frame and goes back to idle once the agent's call_end is in too; an agent that does not
+// send it within the drain timeout loses the tunnel. It may run twice (the caller's end races the
+// verdict): the second run does nothing.
+func (t *Tunnel) endCall(fwd *forwarding, why error) {
+	r := t.reg
+	fwd.sinkMu.Lock()
+	first := !fwd.kasEndClaimed
+	fwd.kasEnded, fwd.kasEndClaimed = true, true
+	fwd.sinkMu.Unlock()
+	if !first {
+		return
+	}
+	if !t.reuse {
+		reason := ""
+		if why != nil {
+			reason = rpc.EndReasonCallEnded
+		}
+		r.finish(t, why, reason)
+		fwd.pump.Detach()
+		return
+	}
+	if !fwd.agentEnded.Load() {
+		fwd.drainTimer = time.AfterFunc(t.drain, func() {
+			r.finish(t, status.Errorf(codes.DeadlineExceeded, "the agent did not end its call within %s of kas ending it", t.drain), "")
+		})
+	}
+	fwd.pump.Detach() // waits for a request frame being sent: call_end comes after every frame
+	if err := t.send(callEndMsg(why)); err != nil {
+		r.finish(t, nil, "")
+		return
+	}
+	if fwd.ends.Add(1) == 2 {
+		r.afterCall(t, fwd)
+	}
+}
+
+// callEndMsg is kas's call_end, with why kas ended the call early.
+func callEndMsg(why error) *rpc.ConnectResponse {
+	if why == nil {
+		return callEndOK
+	}
+	return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{Status: status.Convert(why).Proto()}}}
+}
+
+var callEndOK = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{}}}
 
 var errCallerCancelled = status.Error(codes.Canceled, "the caller cancelled the call")
 

@@ -36,6 +36,9 @@ type Registry struct {
 	waiting atomic.Int64
 	agents  atomic.Int64
 	pending atomic.Int64
+	// opened counts tunnels admitted; reused counts calls after which a tunnel went back to idle.
+	opened atomic.Int64
+	reused atomic.Int64
 }
 
 type stripe struct {
@@ -122,6 +125,19 @@ type Stats struct {
 	PendingTunnels int64
 }
 
+// Counts are the registry's counters since it started.
+type Counts struct {
+	// TunnelsOpened is how many tunnels agents opened (their descriptor accepted).
+	TunnelsOpened int64
+	// TunnelsReused is how many times a reusable tunnel went back to idle after a call.
+	TunnelsReused int64
+}
+
+// Counts returns the counters.
+func (r *Registry) Counts() Counts {
+	return Counts{TunnelsOpened: r.opened.Load(), TunnelsReused: r.reused.Load()}
+}
+
 // Stats returns the current gauges.
 func (r *Registry) Stats() Stats {
 	return Stats{
@@ -140,7 +156,9 @@ type FindHandle struct {
 	agentID int64
 	req     *findRequest
 	tunnel  *Tunnel
-	err     error
+	// owner is what the tunnel was found for: this handle, or its request in line.
+	owner any
+	err   error
 }
 
 // Handle is a call's claim on a tunnel, as FindTunnel returns it. Callers must always call Done,
@@ -178,6 +196,7 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 			e.idle = slices.Delete(e.idle, i, i+1)
 			t.mu.Lock()
 			err := t.moveLocked(TunnelFound)
+			t.owner = h
 			t.mu.Unlock()
 			if err != nil {
 				r.log.Error("registry invariant broken", "err", err)
@@ -185,7 +204,7 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 			}
 			r.idle.Add(-1)
 			r.busy.Add(1)
-			h.tunnel = t
+			h.tunnel, h.owner = t, h
 			return true, h
 		}
 	} else {
@@ -204,6 +223,7 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 		return false, h
 	}
 	h.req = &findRequest{service: service, method: method, ch: make(chan *Tunnel, 1)}
+	h.owner = h.req
 	e.waiting = append(e.waiting, h.req)
 	return false, h
 }
@@ -298,7 +318,7 @@ func (h *FindHandle) Done() {
 	h.cancel()
 	if t := h.tunnel; t != nil {
 		h.tunnel = nil
-		h.reg.giveBack(t)
+		h.reg.giveBack(t, h.owner)
 	}
 }
 
@@ -359,6 +379,7 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 		return errShuttingDown
 	}
 	e.tunnels++
+	r.opened.Add(1)
 	if e.tunnels == 1 {
 		r.agents.Add(1)
 		if r.onAgent != nil {
@@ -384,6 +405,7 @@ func (r *Registry) placeLocked(e *agentEntry, t *Tunnel) {
 		r.waiting.Add(-1)
 		t.mu.Lock()
 		err := t.moveLocked(TunnelFound)
+		t.owner = req
 		t.mu.Unlock()
 		if err != nil {
 			r.log.Error("registry invariant broken", "err", err)
@@ -398,15 +420,16 @@ func (r *Registry) placeLocked(e *agentEntry, t *Tunnel) {
 }
 
 // giveBack returns a found tunnel that was not used. It goes back to idle unless it broke, expired or kas
-// is stopping, in which case it ends.
-func (r *Registry) giveBack(t *Tunnel) {
+// is stopping, in which case it ends. owner is the claim the tunnel was found for: a reusable tunnel that
+// carried the call and went back to idle may since have been found for another call, which keeps it.
+func (r *Registry) giveBack(t *Tunnel, owner any) {
 	s := r.stripe(t.agentID)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t.mu.Lock()
-	if t.state != TunnelFound {
+	if t.state != TunnelFound || t.owner != owner {
 		t.mu.Unlock()
-		return // already forwarding or done: nothing to give back
+		return // already forwarding, done, or another call's: nothing to give back
 	}
 	if t.early != nil || t.expired || s.stopped {
 		reason := t.endReason
@@ -504,6 +527,56 @@ func (r *Registry) expire(t *Tunnel, reason string) {
 	}
 }
 
+// agentEndedCall takes the agent's call_end on a reusable tunnel: the reader no longer passes anything
+// to the call, and the tunnel goes back to idle if kas ended the call too.
+func (r *Registry) agentEndedCall(t *Tunnel, fwd *forwarding) {
+	t.mu.Lock()
+	if t.fwd == fwd {
+		t.fwd = nil
+	}
+	t.mu.Unlock()
+	if fwd.ends.Add(1) == 2 {
+		r.afterCall(t, fwd)
+	}
+}
+
+// afterCall returns a reusable tunnel whose call ended on both sides to idle, without a new descriptor:
+// it serves the oldest waiting call it can, or waits. A tunnel past its max connection age, or on a
+// stopping kas, ends instead (cleanly: the agent reconnects).
+func (r *Registry) afterCall(t *Tunnel, fwd *forwarding) {
+	if fwd.drainTimer != nil {
+		fwd.drainTimer.Stop()
+	}
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.mu.Lock()
+	if t.state != TunnelForwarding {
+		t.mu.Unlock()
+		return // the tunnel ended meanwhile
+	}
+	t.fwd = nil
+	if t.expired || s.stopped {
+		reason := t.endReason
+		if s.stopped && reason == "" {
+			reason = rpc.EndReasonShutdown
+		}
+		t.mu.Unlock()
+		r.finishLocked(s, t, nil, reason)
+		return
+	}
+	err := t.moveLocked(TunnelIdle)
+	t.mu.Unlock()
+	if err != nil {
+		r.log.Error("registry invariant broken", "err", err)
+		return
+	}
+	r.busy.Add(-1)
+	r.idle.Add(1)
+	r.reused.Add(1)
+	r.placeLocked(s.agents[t.agentID], t)
+}
+
 // onReaderResult handles what the stream reader got while it had no call to pass it to. It returns the
 // call instead when the tunnel carries one (forwarding, or done after forwarding): the result is the
 // call's.
@@ -524,6 +597,14 @@ func (r *Registry) onReaderResult(t *Tunnel, res recvResult) *forwarding {
 	case TunnelFound:
 		t.early = &res
 		t.mu.Unlock()
+	case TunnelForwarding:
+		// A reusable tunnel between the agent's call_end and kas's: nothing may come but the end.
+		t.mu.Unlock()
+		err := idleResultErr(res)
+		if res.msg != nil {
+			err = status.Errorf(codes.InvalidArgument, "agent->kas reusable tunnel: %s after the agent's call_end, before kas's", rpc.AgentState(res.msg))
+		}
+		r.finishLocked(s, t, err, "")
 	default:
 		t.mu.Unlock()
 	}

@@ -99,7 +99,7 @@ func TestTransitionFoundToForwardingToDone(t *testing.T) {
 	if _, err := h.Get(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := tun.startForwarding(r, newForwarding(nil, nil)); err != nil {
+	if err := tun.startForwarding(r, newForwarding(nil, nil, false)); err != nil {
 		t.Fatal(err)
 	}
 	wantState(t, tun, TunnelForwarding)
@@ -179,7 +179,7 @@ func TestTransitionFoundToDone(t *testing.T) {
 		_, h := r.FindTunnel(1, testService, "M")
 		_, _ = h.Get(context.Background())
 		r.onReaderResult(tun, recvResult{err: io.EOF})
-		if err := tun.startForwarding(r, newForwarding(nil, nil)); !errors.Is(err, ErrRetryOtherTunnel) {
+		if err := tun.startForwarding(r, newForwarding(nil, nil, false)); !errors.Is(err, ErrRetryOtherTunnel) {
 			t.Fatalf("startForwarding on a withdrawn tunnel: %v", err)
 		}
 		wantState(t, tun, TunnelDone)
@@ -210,8 +210,8 @@ func TestImpossibleTransitionsAreErrors(t *testing.T) {
 			}
 		}
 	}
-	if allowed != 6 {
-		t.Fatalf("%d transitions allowed, the table has 6", allowed)
+	if allowed != 7 {
+		t.Fatalf("%d transitions allowed, the table has 7", allowed)
 	}
 }
 
@@ -330,7 +330,7 @@ func TestRaceWithdrawAsCallTakesTunnel(t *testing.T) {
 		if found {
 			f, _ := h.Get(context.Background())
 			got := f.(*Tunnel)
-			if err := got.startForwarding(r, newForwarding(nil, nil)); err == nil {
+			if err := got.startForwarding(r, newForwarding(nil, nil, false)); err == nil {
 				// The reader saw forwarding first: the call owns the tunnel, the EOF is the call's.
 				r.finish(got, nil, "")
 			} else if !errors.Is(err, ErrRetryOtherTunnel) {

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -31,7 +32,15 @@ type TunnelOptions struct {
 	// MaxConnectionAge > 0 ends the tunnel at its TunnelDeadline: at once when idle, after its call
 	// otherwise.
 	MaxConnectionAge time.Duration
+	// Reuse: the tunnel carries call after call (the agent asked for it and kas offered it).
+	Reuse bool
+	// Drain bounds the wait for the agent's call_end once kas ended a call; zero means DefaultDrain.
+	Drain time.Duration
 }
+
+// DefaultDrain is how long an agent has to end a call (its call_end) once kas ended it, before kas ends
+// the tunnel: the agent's own drain timeout.
+const DefaultDrain = 10 * time.Second
 
 // Serve holds the agent's reserved place (see Reserve) as a tunnel on stream, whose descriptor desc
 // was read, until the tunnel ends. It returns why it ended, for the rpc.TunnelEndReasonKey trailer
@@ -39,6 +48,8 @@ type TunnelOptions struct {
 func (r *Registry) Serve(agentID int64, desc DescriptorIndex, stream rpc.ReverseTunnel_ConnectServer, opts TunnelOptions) (reason string, err error) {
 	t := newTunnel(r, agentID, desc, stream)
 	t.maxSend = opts.MaxSend
+	t.reuse = opts.Reuse
+	t.drain = cmp.Or(opts.Drain, DefaultDrain)
 	if err := r.addTunnel(t); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			return "", err

@@ -49,11 +49,13 @@ func (s TunnelState) String() string {
 //	found -> idle       the call gave up or was served elsewhere: the tunnel goes back, unused
 //	found -> forwarding the call started streaming
 //	found -> done       the tunnel broke or expired while found
-//	forwarding -> done  the call ended
+//	forwarding -> idle  a reusable tunnel's call ended on both sides (call_end each way)
+//	forwarding -> done  a single-use tunnel's call ended; a reusable one broke, expired or its agent did
+//	                    not end the call in time
 var tunnelTransitions = map[TunnelState][]TunnelState{
 	TunnelIdle:       {TunnelFound, TunnelDone},
 	TunnelFound:      {TunnelIdle, TunnelForwarding, TunnelDone},
-	TunnelForwarding: {TunnelDone},
+	TunnelForwarding: {TunnelIdle, TunnelDone},
 }
 
 func transitionAllowed(from, to TunnelState) bool {
@@ -79,9 +81,15 @@ type Tunnel struct {
 	stream  rpc.ReverseTunnel_ConnectServer
 	// maxSend is the largest message the stream may send (0: not checked here).
 	maxSend int
+	// reuse: the tunnel carries call after call (both ends agreed at its start).
+	reuse bool
+	// drain bounds the wait for the agent's call_end once kas sent its own.
+	drain time.Duration
 
 	mu    sync.Mutex
 	state TunnelState
+	// owner is the claim (a FindHandle, or a waiting call's request) the tunnel was last found for.
+	owner any
 	// early is what the stream reader got while the tunnel was found but not yet forwarding: the agent
 	// withdrew the tunnel (EOF), broke it, or sent something it must not. Nothing was sent to the agent
 	// yet, so the call can safely use another tunnel.
@@ -92,8 +100,10 @@ type Tunnel struct {
 	endReason string
 	endErr    error
 
-	// fwd is the call the tunnel carries, once forwarding.
+	// fwd is the call the tunnel carries, once forwarding; nil again once the agent ended it.
 	fwd *forwarding
+	// calls is how many calls the tunnel carried.
+	calls int
 	// done is closed when the tunnel reaches TunnelDone; the Connect handler then returns endErr.
 	done chan struct{}
 
