@@ -3,7 +3,7 @@ GO ?= go
 BUF_VERSION := v1.75.0
 BIN := bin
 
-.PHONY: all build test fuzz bench chaos generate lint fmt dashboards-up dashboards-down dashboards-gen
+.PHONY: all build test test-short fuzz bench chaos generate lint fmt dashboards-up dashboards-down dashboards-gen
 
 all: build
 
@@ -15,6 +15,12 @@ test:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$'); exit 1; }
 	$(GO) test -race -timeout 15m ./...
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+# The edit-loop tier: go vet, gofmt and every test with -short, without -race or fuzzing. -short skips
+# the tests that need redis-server, prometheus or promtool, build the commands or run seconds of load
+# (internal/testtier); `make test` runs them all. Under a minute on 2 cores with a warm build cache.
+test-short: lint
+	$(GO) test -short ./...
 
 # Every fuzz target, as package:target. go test fuzzes one target per run, so `make fuzz` runs them one
 # after another, each for FUZZTIME; `make test` runs each for FUZZTIME_SHORT. The seed corpora are in

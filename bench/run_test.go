@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // tinyRun runs a small matrix end to end on a real in-process topology.
@@ -24,6 +25,7 @@ func tinyRun(t *testing.T, opts Options) *Summary {
 }
 
 func TestTinyMatrixEndToEnd(t *testing.T) {
+	testtier.Full(t, "runs the bench matrix for seconds")
 	sum := tinyRun(t, Options{
 		Matrix: Matrix{
 			Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // Where Debian's prometheus package installs the binaries (.ci/run installs it).
@@ -19,9 +21,11 @@ const (
 	prometheusBin = "/usr/bin/prometheus"
 )
 
-// requireBinary fails (never skips) when a Prometheus binary is missing.
+// requireBinary skips the test under -short (testtier), and otherwise fails when a Prometheus binary is
+// missing.
 func requireBinary(t *testing.T, path string) {
 	t.Helper()
+	testtier.Full(t, "needs "+path)
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("%s is required: apt-get install -y prometheus (%v)", path, err)
 	}
@@ -39,6 +43,7 @@ func promtool(t *testing.T, args ...string) (string, error) {
 
 // TestQueriesAreValidPromQL has promtool parse every dashboard query, as recording rules.
 func TestQueriesAreValidPromQL(t *testing.T) {
+	requireBinary(t, promtoolBin)
 	queries := allQueries(t)
 	type rule struct {
 		Record string `yaml:"record"`

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 func parse(t *testing.T, name, yaml string) *scenario.Scenario {
@@ -17,8 +18,10 @@ func parse(t *testing.T, name, yaml string) *scenario.Scenario {
 	return sc
 }
 
+// runScenario runs sc against an in-process topology: seconds of load, so only in the full tier.
 func runScenario(t *testing.T, sc *scenario.Scenario) *Summary {
 	t.Helper()
+	testtier.Full(t, "runs chaos scenario "+sc.Name+" with seconds of load")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sum, err := Run(ctx, sc, Options{Progress: func(s string) { t.Log(s) }})

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 const (
@@ -106,8 +108,9 @@ func heapPeak(t *testing.T) (stop func() uint64) {
 	}
 }
 
-// TestLargeBodiesFlatMemory streams hundreds of MiB each way; it runs in every mode, -short included.
+// TestLargeBodiesFlatMemory streams hundreds of MiB each way; it is in the full tier only (testtier).
 func TestLargeBodiesFlatMemory(t *testing.T) {
+	testtier.Full(t, "streams 256 MiB each way")
 	const size = largeBody
 	f := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {

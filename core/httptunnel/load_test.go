@@ -7,10 +7,13 @@ import (
 	"time"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // TestLoadSmoke: 200 requests/s for 2 s through kas's HTTP listener; every request succeeds.
 func TestLoadSmoke(t *testing.T) {
+	testtier.Full(t, "runs 2 s of load")
 	f := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "ok")
 	}), fixtureConfig{})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // countingListener counts accepted connections: each is one agent connection to kas.
@@ -52,6 +53,7 @@ func slowCall(ctx context.Context, c testgrpc.TestServiceClient, d time.Duration
 }
 
 func TestMaxConnectionAgeUnderLoad(t *testing.T) {
+	testtier.Full(t, "runs 10 s of load")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,15 @@
 // Package testredis runs a real, throw-away redis-server for tests: on a free loopback port, without
 // persistence, stopped when the test ends. Stop and Restart let a test take Redis away and bring it back.
-// It never skips: a test that needs Redis fails when redis-server is missing. It wraps
-// bench/topology/proc's Redis, failing the test where that returns an error.
+// A test that needs Redis is in the full tier (testtier): skipped under -short, and outside -short it
+// fails when redis-server is missing. It wraps bench/topology/proc's Redis, failing the test where that
+// returns an error.
 package testredis
 
 import (
 	"testing"
 
 	"github.com/tunnelbench/tunnelbench/bench/topology/proc"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // Server is one redis-server process. Its methods must be called from the test's goroutine, because they
@@ -18,9 +20,10 @@ type Server struct {
 }
 
 // Start runs redis-server on a free 127.0.0.1 port and waits until it answers PING. The server is stopped
-// when the test ends.
+// when the test ends. Under -short it skips the test instead.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	testtier.Full(t, "needs redis-server")
 	r, err := proc.StartRedis(t.TempDir())
 	if err != nil {
 		t.Fatalf("testredis: %v", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 func TestProcOutputAndExit(t *testing.T) {
@@ -97,6 +99,7 @@ func TestLastLines(t *testing.T) {
 }
 
 func TestBinariesBuildOnce(t *testing.T) {
+	testtier.Full(t, "runs go build")
 	root := t.TempDir()
 	write := func(name, content string) {
 		p := filepath.Join(root, name)
@@ -137,6 +140,7 @@ func TestBinariesBuildOnce(t *testing.T) {
 }
 
 func TestRedisOutageAndBack(t *testing.T) {
+	testtier.Full(t, "needs redis-server")
 	r, err := StartRedis("")
 	if err != nil {
 		t.Fatal(err)
@@ -173,6 +177,7 @@ func TestRedisOutageAndBack(t *testing.T) {
 }
 
 func TestRedisInGivenDirStays(t *testing.T) {
+	testtier.Full(t, "needs redis-server")
 	dir := t.TempDir()
 	a, err := StartRedis(dir)
 	if err != nil {
