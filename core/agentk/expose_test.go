@@ -299,13 +299,19 @@ func TestExposedServiceIsTransparent(t *testing.T) {
 // standard, both ways the agent can serve them.
 func TestRegisteredServiceIsTransparent(t *testing.T) {
 	_, direct := directUpstream(t)
-	for mode, bufconn := range map[string]bool{"from the tunnel": false, "bufconn server": true} {
+	for mode, v := range map[string]struct{ bufconn, singleUse bool }{
+		"from the tunnel":            {},
+		"bufconn server":             {bufconn: true},
+		"from single-use tunnels":    {singleUse: true},
+		"bufconn server, single-use": {bufconn: true, singleUse: true},
+	} {
 		t.Run(mode, func(t *testing.T) {
 			e := testenv.Start(t, testenv.Options{
 				Kas: func(c *kas.Config) { c.MaxMessageSize = 8 << 20 },
 				Agent: func(_ int64, c *tunclient.Config) {
 					c.MaxMessageSize = 8 << 20
-					c.BufconnServer = bufconn
+					c.BufconnServer = v.bufconn
+					c.SingleUse = v.singleUse
 				},
 			})
 			assertTransparent(t, e, direct)

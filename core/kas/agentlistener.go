@@ -40,6 +40,7 @@ func (s *Server) newAgentServer(creds credentials.TransportCredentials, grpcMetr
 	api.SetMaxDescriptorBytes(cfg.Limits.MaxDescriptorBytes)
 	api.SetHandshakeTimeout(cfg.Limits.TunnelHandshakeTimeout)
 	api.SetMaxSendBytes(s.envelopeMax())
+	api.SetSingleUse(cfg.SingleUseTunnels)
 	rpc.RegisterReverseTunnelServer(srv, api)
 	return srv, nil
 }

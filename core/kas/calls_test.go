@@ -32,23 +32,26 @@ func callers(e *testenv.Env) map[string]testgrpc.TestServiceClient {
 	}
 }
 
-// variant is one way a call crosses kas and the agent: kas's listeners on TCP or bufconn, and the agent
-// serving its services straight from the tunnel (the default) or on a grpc.Server behind bufconn.
+// variant is one way a call crosses kas and the agent: kas's listeners on TCP or bufconn, the agent
+// serving its services straight from the tunnel (the default) or on a grpc.Server behind bufconn, and
+// tunnels that carry call after call (the default) or one call each.
 type variant struct {
 	transport     testenv.Transport
 	bufconnServer bool
+	singleUse     bool
 }
 
 // options sets the variant on o.
 func (v variant) options(o testenv.Options) testenv.Options {
 	o.Transport = v.transport
-	if v.bufconnServer {
+	if v.bufconnServer || v.singleUse {
 		inner := o.Agent
 		o.Agent = func(id int64, c *tunclient.Config) {
 			if inner != nil {
 				inner(id, c)
 			}
-			c.BufconnServer = true
+			c.BufconnServer = c.BufconnServer || v.bufconnServer
+			c.SingleUse = c.SingleUse || v.singleUse
 		}
 	}
 	return o
@@ -59,6 +62,8 @@ func forEachVariant(t *testing.T, f func(t *testing.T, v variant)) {
 		"tcp":                  {transport: testenv.TCP},
 		"bufconn":              {transport: testenv.Bufconn},
 		"agent-bufconn-server": {transport: testenv.TCP, bufconnServer: true},
+		"single-use":           {transport: testenv.TCP, singleUse: true},
+		"single-use-bufconn":   {transport: testenv.TCP, bufconnServer: true, singleUse: true},
 	} {
 		t.Run(name, func(t *testing.T) { f(t, v) })
 	}

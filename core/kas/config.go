@@ -61,6 +61,9 @@ type Config struct {
 	MaxConnectionAge time.Duration
 	// ShutdownGrace bounds how long calls in flight may run after Shutdown begins.
 	ShutdownGrace time.Duration
+	// SingleUseTunnels gives every tunnel one call, even to agents that ask for reusable tunnels: the
+	// protocol's first version, kept to measure it beside reuse.
+	SingleUseTunnels bool
 	// MaxMessageSize is the largest request or response message routed.
 	MaxMessageSize int
 

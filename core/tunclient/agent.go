@@ -35,6 +35,8 @@ const (
 	// DefaultShutdownReconnectJitter spreads the reconnects of agents whose kas shut down, so that they do
 	// not all arrive at the surviving kas at once.
 	DefaultShutdownReconnectJitter = 2 * time.Second
+	// DefaultDrainTimeout: see Config.DrainTimeout.
+	DefaultDrainTimeout = 10 * time.Second
 	// DefaultMaxMessageSize is the largest request or response message the agent proxies.
 	DefaultMaxMessageSize = 4 << 20
 	// tunnelOverhead is room for the envelope around a proxied message on the tunnel.
@@ -68,6 +70,9 @@ type Config struct {
 	// call on a 2-core machine). It is there to compare with, and for services that need grpc.Server
 	// itself.
 	BufconnServer bool
+	// DrainTimeout bounds how long a tunnel whose call the agent finished waits for kas to end its side
+	// (and a call kas ended waits for its handler) before the agent gives up the tunnel.
+	DrainTimeout time.Duration
 	// SingleUse opens a tunnel per call, as the protocol's first version does, instead of asking kas for
 	// reusable tunnels that carry call after call. It is there to compare with; a kas that does not offer
 	// reuse gets single-use tunnels anyway.
@@ -103,6 +108,12 @@ func (c *Config) applyDefaults() error {
 	defInt("max message size", &c.MaxMessageSize, DefaultMaxMessageSize)
 	if c.MinIdle > c.MaxConnections {
 		errs = append(errs, fmt.Errorf("min idle (%d) must not exceed max connections (%d)", c.MinIdle, c.MaxConnections))
+	}
+	switch {
+	case c.DrainTimeout == 0:
+		c.DrainTimeout = DefaultDrainTimeout
+	case c.DrainTimeout < 0:
+		errs = append(errs, fmt.Errorf("drain timeout must be positive, got %s", c.DrainTimeout))
 	}
 	switch {
 	case c.MaxIdleTime == 0:

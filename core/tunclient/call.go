@@ -66,8 +66,9 @@ func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.Re
 	// service -> kas: header, every message, trailer, final status.
 	a.answer(tc.stream, cs)
 	ours := tc.endOurs() == nil
-	// kas ends its side as soon as it has the answer; if it does not, stop waiting after drainTimeout.
-	timer := time.AfterFunc(drainTimeout, tc.cancelStream)
+	// kas ends its side as soon as it has the answer; if it does not, stop waiting after the drain
+	// timeout.
+	timer := time.AfterFunc(tc.drain, tc.cancelStream)
 	defer timer.Stop()
 	return <-kasDone && ours && tc.reuse
 }

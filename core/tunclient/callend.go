@@ -16,6 +16,8 @@ type tunnelCall struct {
 	stream       rpc.ReverseTunnel_ConnectClient
 	cancelStream context.CancelFunc
 	reuse        bool
+	// drain bounds every wait for kas's end of the call (Config.DrainTimeout).
+	drain time.Duration
 }
 
 // agentCallEnd is the agent's call_end, built once.
@@ -64,9 +66,9 @@ func (c tunnelCall) kasSide(onMsg func(*rpc.ConnectResponse), warn func(err erro
 }
 
 // drainUntilEnd reads what kas still sends for a call the agent ended early, until kas's call_end (or
-// the end of the stream), at most drainTimeout; it reports whether the tunnel can take another call.
+// the end of the stream), at most the drain timeout; it reports whether the tunnel can take another call.
 func (c tunnelCall) drainUntilEnd() bool {
-	timer := time.AfterFunc(drainTimeout, c.cancelStream)
+	timer := time.AfterFunc(c.drain, c.cancelStream)
 	defer timer.Stop()
 	ended, _ := c.kasSide(func(*rpc.ConnectResponse) {}, func(error) {})
 	return c.reuse && ended

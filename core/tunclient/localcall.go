@@ -41,12 +41,12 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 	handlerDone := make(chan struct{})
 	var drainTimer *time.Timer
 	var oursSent bool
-	drain := drainTimeout
+	drain := tc.drain
 	go func() {
 		ss.finish(a.mux.Handle(nil, ss))
 		oursSent = tc.endOurs() == nil
-		// kas ends its side as soon as it has the answer; if it does not, stop waiting after
-		// drainTimeout.
+		// kas ends its side as soon as it has the answer; if it does not, stop waiting after the
+		// drain timeout.
 		drainTimer = time.AfterFunc(drain, tc.cancelStream)
 		close(handlerDone)
 	}()

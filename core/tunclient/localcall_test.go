@@ -112,9 +112,6 @@ func (f *fakeTunnel) Recv() (*rpc.ConnectResponse, error) {
 func (f *fakeTunnel) CloseSend() error { return nil }
 
 func TestServeLocalStopsWaitingForAServiceThatIgnoresTheEnd(t *testing.T) {
-	old := drainTimeout
-	drainTimeout = 100 * time.Millisecond
-	defer func() { drainTimeout = old }()
 
 	release := make(chan struct{})
 	handlerEnded := make(chan struct{})
@@ -141,7 +138,7 @@ func TestServeLocalStopsWaitingForAServiceThatIgnoresTheEnd(t *testing.T) {
 	defer end()
 	returned := make(chan struct{})
 	go func() {
-		a.serveLocal(ctx2, cancelCall, md, tunnelCall{stream: tun, cancelStream: cancel}, "/tunnelbench.test.Stubborn/Ignore")
+		a.serveLocal(ctx2, cancelCall, md, tunnelCall{stream: tun, cancelStream: cancel, drain: 100 * time.Millisecond}, "/tunnelbench.test.Stubborn/Ignore")
 		close(returned)
 	}()
 	select {

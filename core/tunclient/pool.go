@@ -14,8 +14,6 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
-// drainTimeout bounds how long a tunnel that has finished its part waits for kas to end the stream.
-var drainTimeout = 10 * time.Second // a variable for tests
 
 // connState is where one pool goroutine is.
 type connState int
@@ -234,7 +232,7 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		_, err = stream.Recv() // the real error is the stream's status
 		return p.failed(err)
 	}
-	tc := tunnelCall{stream: stream, cancelStream: cancel}
+	tc := tunnelCall{stream: stream, cancelStream: cancel, drain: p.cfg.DrainTimeout}
 	for calls := 0; ; calls++ {
 		p.becomeIdle(c, stream)
 		msg, err := stream.Recv()
@@ -255,7 +253,7 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		if stopping {
 			if next {
 				_ = stream.CloseSend()
-				drain(stream, cancel)
+				drain(stream, cancel, p.cfg.DrainTimeout)
 			}
 			return endExit
 		}
@@ -278,7 +276,7 @@ func (p *pool) notServed(stream rpc.ReverseTunnel_ConnectClient, cancel context.
 		// Withdrawn: whatever kas sent (a call it had just picked this tunnel for included) is not ours
 		// any more; kas gives that call to another tunnel.
 		if err == nil {
-			drain(stream, cancel)
+			drain(stream, cancel, p.cfg.DrainTimeout)
 		}
 		if exit {
 			return endExit
@@ -389,9 +387,9 @@ func (p *pool) withdrawLocked(c *conn) {
 	_ = c.stream.CloseSend()
 }
 
-// drain reads until kas ends the stream, at most drainTimeout.
-func drain(stream rpc.ReverseTunnel_ConnectClient, cancel context.CancelFunc) {
-	timer := time.AfterFunc(drainTimeout, cancel)
+// drain reads until kas ends the stream, at most d.
+func drain(stream rpc.ReverseTunnel_ConnectClient, cancel context.CancelFunc, d time.Duration) {
+	timer := time.AfterFunc(d, cancel)
 	defer timer.Stop()
 	for {
 		if _, err := stream.Recv(); err != nil {

@@ -13,6 +13,10 @@ const (
 	TunnelsMetric         = "tunnel_tunnels"
 	WaitingCallsMetric    = "tunnel_waiting_calls"
 	ConnectedAgentsMetric = "tunnel_connected_agents"
+	// TunnelsOpenedMetric and TunnelsReusedMetric show reuse: calls per tunnel is
+	// (opened + reused) / opened over any window.
+	TunnelsOpenedMetric = "tunnel_tunnels_opened"
+	TunnelsReusedMetric = "tunnel_tunnels_reused"
 )
 
 // RegisterMetrics exposes the registry's gauges: tunnels by state, waiting calls, connected agents.
@@ -29,6 +33,14 @@ func RegisterMetrics(m metric.Meter, r *Registry) error {
 	if err != nil {
 		return err
 	}
+	opened, err := m.Int64ObservableCounter(TunnelsOpenedMetric, metric.WithDescription("Tunnels agents opened on this kas (descriptor accepted)"))
+	if err != nil {
+		return err
+	}
+	reused, err := m.Int64ObservableCounter(TunnelsReusedMetric, metric.WithDescription("Calls after which a reusable tunnel went back to idle for the next one"))
+	if err != nil {
+		return err
+	}
 	idle := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "idle")))
 	busy := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -37,7 +49,10 @@ func RegisterMetrics(m metric.Meter, r *Registry) error {
 		o.ObserveInt64(tunnels, s.BusyTunnels, busy)
 		o.ObserveInt64(waiting, s.WaitingCalls)
 		o.ObserveInt64(agents, s.ConnectedAgents)
+		c := r.Counts()
+		o.ObserveInt64(opened, c.TunnelsOpened)
+		o.ObserveInt64(reused, c.TunnelsReused)
 		return nil
-	}, tunnels, waiting, agents)
+	}, tunnels, waiting, agents, opened, reused)
 	return err
 }
