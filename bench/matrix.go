@@ -22,15 +22,18 @@ const (
 	// PathTunnel2Hop calls from inside a kas that holds no tunnel for the agent: the call goes to the kas
 	// that does over the private API (two hops).
 	PathTunnel2Hop Path = "tunnel-2hop"
+	// PathTunnelSingleUse calls like PathTunnel, to an agent whose tunnels carry one call each (the
+	// protocol's first version): what tunnel reuse buys, measured in the same run.
+	PathTunnelSingleUse Path = "tunnel-single-use"
 )
 
 // ParsePath parses a path name.
 func ParsePath(s string) (Path, error) {
 	switch p := Path(s); p {
-	case PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop:
+	case PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop, PathTunnelSingleUse:
 		return p, nil
 	}
-	return "", fmt.Errorf("unknown path %q (want direct, tunnel, tunnel-public or tunnel-2hop)", s)
+	return "", fmt.Errorf("unknown path %q (want direct, tunnel, tunnel-public, tunnel-2hop or tunnel-single-use)", s)
 }
 
 // ShapeSpec is a shape with its payload size.
@@ -144,7 +147,7 @@ func containsPath(ps []Path, p Path) bool {
 // DefaultMatrix is the default run.
 func DefaultMatrix() Matrix {
 	return Matrix{
-		Paths: []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
+		Paths: []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop, PathTunnelSingleUse},
 		Shapes: []ShapeSpec{
 			{load.ShapeUnary, 64}, {load.ShapeUnary, 1 << 10}, {load.ShapeUnary, 1 << 20},
 			{load.ShapeServerStream, 64 << 10}, {load.ShapeBidi, 1 << 10},
@@ -156,11 +159,14 @@ func DefaultMatrix() Matrix {
 // QuickMatrix is the --quick run: the headline cases only.
 func QuickMatrix() Matrix {
 	return Matrix{
-		Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop},
+		Paths:       []Path{PathDirect, PathTunnel, PathTunnelPublic, PathTunnel2Hop, PathTunnelSingleUse},
 		Shapes:      []ShapeSpec{{load.ShapeUnary, 64}, {load.ShapeUnary, 1 << 20}},
 		Concurrency: []int{1, 16},
 	}
 }
+
+// NeedsSingleUseAgent reports whether the matrix measures single-use tunnels.
+func (m Matrix) NeedsSingleUseAgent() bool { return containsPath(m.Paths, PathTunnelSingleUse) }
 
 // NeedsKas is how many kas instances the matrix needs: two for the two-hop path.
 func (m Matrix) NeedsKas() int {

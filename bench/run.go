@@ -126,6 +126,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	groups := opts.Matrix.Groups()
 	started := time.Now()
 	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(started)}
+	opts.Topology.SingleUseAgent = opts.Topology.SingleUseAgent || opts.Matrix.NeedsSingleUseAgent()
 	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
 		opts.Topology.Kas = opts.Matrix.NeedsKas()
 	}
@@ -258,7 +259,10 @@ func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	switch c.Path {
 	case PathDirect:
 		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
-	case PathTunnel, PathTunnelPublic, PathTunnel2Hop:
+	case PathTunnel, PathTunnelPublic, PathTunnel2Hop, PathTunnelSingleUse:
+		if c.Path == PathTunnelSingleUse {
+			agentID = topo.SingleUseAgentID()
+		}
 		md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
 		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
 		conn, err := topo.PathConn(c.Path)

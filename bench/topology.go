@@ -49,6 +49,9 @@ type TopologyConfig struct {
 	// MaxConnectionAge <= 0 disables rotation.
 	MaxConnectionAge time.Duration
 	MaxMessageSize   int
+	// SingleUseAgent adds one agent (SingleUseAgentID) whose tunnels carry one call each, for the
+	// tunnel-single-use path.
+	SingleUseAgent bool
 	// Processes runs every kas, agent and the direct server as a separate process of Binary (default:
 	// this program, which must offer the kas, agentk and demo-server commands, as tunnelbench does).
 	Processes bool
@@ -159,6 +162,19 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 		return nil, err
 	}
 	want := int64(cfg.Agents * cfg.TunnelsPerAgent)
+	if cfg.SingleUseAgent {
+		ac, err := t.agentConfig(t.SingleUseAgentID())
+		if err != nil {
+			return nil, err
+		}
+		ac.Adjust = func(c *tunclient.Config) { c.SingleUse = true }
+		a, err := topology.StartAgent(ac)
+		if err != nil {
+			return nil, err
+		}
+		t.agents = append(t.agents, a)
+		want += int64(cfg.TunnelsPerAgent)
+	}
 	if err := topology.WaitIdle(ctx, topology.DefaultConnectTimeout, want, func() int64 { return t.Kas[0].Registry().Stats().IdleTunnels }); err != nil {
 		return nil, err
 	}
@@ -168,7 +184,7 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 // startKas starts cfg.Kas kas instances. Several share an in-memory tracker and reach each other's
 // private APIs on loopback.
 func (t *Topology) startKas() error {
-	auth, err := topology.AgentTokens(t.cfg.Agents, AgentToken)
+	auth, err := topology.AgentTokens(t.cfg.Agents+1, AgentToken) // +1: the single-use agent
 	if err != nil {
 		return err
 	}
@@ -245,6 +261,9 @@ func (t *Topology) agentConfig(id int64) (topology.AgentConfig, error) {
 	}, err
 }
 
+// SingleUseAgentID is the id of the agent with single-use tunnels (TopologyConfig.SingleUseAgent).
+func (t *Topology) SingleUseAgentID() int64 { return int64(t.cfg.Agents) + 1 }
+
 // Tunnel is a connection that reaches agents through kas i: in process (internal API) or over the
 // public API.
 func (t *Topology) Tunnel(i int, public bool) grpc.ClientConnInterface {
@@ -266,7 +285,7 @@ func (t *Topology) PathConn(p Path) (grpc.ClientConnInterface, error) {
 		return t.Direct, nil
 	case PathTunnelPublic:
 		return t.public[0], nil
-	case PathTunnel:
+	case PathTunnel, PathTunnelSingleUse:
 		if !inProcess {
 			return nil, fmt.Errorf("path %s needs kas in this process; with --processes use tunnel-public", p)
 		}
