@@ -310,11 +310,17 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	}
 }
 
+// findErr is why a wait on this kas's tunnels ended: the caller's end as its status, the find timeout, or
+// err (kas is shutting down).
 func findErr(ctx, findCtx context.Context, req FindRequest, err error) error {
-	if ctx.Err() == nil && findCtx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case findCtx.Err() != nil:
 		return &findTimeoutError{timeout: req.FindTimeout}
+	default:
+		return err
 	}
-	return err
 }
 
 func (f *Finder) backingOff(u string) bool {
