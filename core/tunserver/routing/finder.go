@@ -171,7 +171,13 @@ func (f *Finder) Close() {
 type attemptResult struct {
 	gw  Gateway
 	url string // the remote gateway tried; empty for this kas
+	att *remoteAttempt
 	err error
+}
+
+// remoteAttempt is one attempt of a find on a remote gateway.
+type remoteAttempt struct {
+	cancel context.CancelFunc
 }
 
 // FindGateway implements GatewayFinder.
@@ -219,10 +225,11 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 
 	updates, unsubscribe := f.poller.subscribe(req.AgentID)
 	defer unsubscribe()
-	attempts := map[string]context.CancelFunc{}
+	// The attempts under way, by gateway. An attempt that is no longer here was cancelled by this find.
+	attempts := map[string]*remoteAttempt{}
 	defer func() {
-		for _, c := range attempts {
-			c()
+		for _, a := range attempts {
+			a.cancel()
 		}
 	}()
 	var (
@@ -242,9 +249,9 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	for {
 		select {
 		case urls := <-updates:
-			for u, c := range attempts {
+			for u, a := range attempts {
 				if !slices.Contains(urls, u) {
-					c() // the gateway vanished from the tracker
+					a.cancel() // the gateway vanished from the tracker
 					delete(attempts, u)
 				}
 			}
@@ -262,25 +269,36 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 			u := queue[0]
 			queue = queue[1:]
 			actx, acancel := context.WithCancel(ctx)
-			attempts[u] = acancel
+			att := &remoteAttempt{cancel: acancel}
+			attempts[u] = att
 			running++
 			go func() {
 				cs, err := f.attempt(actx, findCtx, u, req)
 				if err != nil {
 					acancel()
-					deliver(attemptResult{url: u, err: err})
+					deliver(attemptResult{url: u, att: att, err: err})
 					return
 				}
-				deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u}, url: u})
+				deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u}, url: u, att: att})
 			}()
 			nextStart = time.Now().Add(f.cfg.Stagger)
 			schedule()
 		case r := <-results:
 			running--
+			if r.url != "" {
+				if attempts[r.url] != r.att {
+					// This find cancelled the attempt (its gateway left the tracker): whatever it got, its
+					// stream is dead, and its end is no failure of the gateway.
+					if r.gw != nil {
+						r.gw.Release()
+					}
+					continue
+				}
+				delete(attempts, r.url) // a winner's stream must survive the deferred cancels
+			}
 			if r.err == nil {
 				if r.url != "" {
 					f.succeeded(r.url)
-					delete(attempts, r.url) // the winner's stream must survive the deferred cancels
 				}
 				return r.gw, nil
 			}
@@ -291,7 +309,6 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 				}
 				continue
 			}
-			delete(attempts, r.url)
 			if findCtx.Err() == nil {
 				f.failed(r.url)
 				lastErr = r.err
