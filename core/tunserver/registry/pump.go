@@ -53,13 +53,17 @@ type RequestPump struct {
 
 	accepted atomic.Bool
 
-	mu         sync.Mutex // serializes sends to the target, in order
-	target     Target
+	mu     sync.Mutex // serializes sends to the target, in order
+	target Target
+	// attached is signalled on every attach, for a pump that waits with a full log.
+	attached chan struct{}
+
+	// logMu guards the replay log. It is never held while sending, so that Accept can drop the log at
+	// once without waiting for a send; whoever changes the log but Accept holds mu as well.
+	logMu      sync.Mutex
 	log        []Frame
 	logBytes   int
 	replayable bool
-	// attached is signalled on every attach, for a pump that waits with a full log.
-	attached chan struct{}
 }
 
 // StartRequestPump starts reading the caller's frames from src. The pump ends when the caller
@@ -91,7 +95,7 @@ func (p *RequestPump) Attach(target Target) error {
 	if err := target.Begin(); err != nil {
 		return err
 	}
-	for _, f := range p.log {
+	for _, f := range p.replayLog() {
 		if err := target.Send(f); err != nil {
 			return err
 		}
@@ -104,18 +108,36 @@ func (p *RequestPump) Attach(target Target) error {
 	return nil
 }
 
-// Detach stops feeding the current target. It reports whether the call can be replayed elsewhere.
+// replayLog is what a new target must get first. Only record appends to the log, under mu as well: the
+// frames returned stay as they are while the caller holds mu.
+func (p *RequestPump) replayLog() []Frame {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return p.log
+}
+
+// Detach stops feeding the current target. It reports whether the call can be replayed elsewhere: not
+// once the agent accepted it, nor once its request outgrew the replay limit.
 func (p *RequestPump) Detach() (replayable bool) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.target = nil
+	p.mu.Unlock()
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
 	return p.replayable
 }
 
-// Accept drops the replay log: the agent has the call. It never blocks, so that the response direction
-// never waits for the request direction.
+// Accept drops the replay log: the agent has the call. It never waits for a send to the target, so that
+// the response direction never waits for the request direction.
 func (p *RequestPump) Accept() {
-	p.accepted.Store(true)
+	p.accepted.Store(true) // before the drop: every record from now on sees it and keeps nothing
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	p.dropLogLocked()
+}
+
+func (p *RequestPump) dropLogLocked() {
+	p.log, p.logBytes, p.replayable = nil, 0, false
 }
 
 func (p *RequestPump) run() {
@@ -141,7 +163,7 @@ func (p *RequestPump) run() {
 		}
 		p.mu.Lock()
 		// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
-		for p.target == nil && p.replayable && !p.accepted.Load() && p.logBytes+len(f.Data) > p.limit && len(p.log) > 0 {
+		for p.target == nil && p.logFull(len(f.Data)) {
 			p.mu.Unlock()
 			select {
 			case <-p.attached:
@@ -162,19 +184,25 @@ func (p *RequestPump) run() {
 	}
 }
 
+// logFull reports whether n more bytes would take the replay log past the limit. The first frame is
+// always kept, however large.
+func (p *RequestPump) logFull(n int) bool {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	return !p.accepted.Load() && p.replayable && len(p.log) > 0 && p.logBytes+n > p.limit
+}
+
+// record keeps f to replay while the call may still move. It is called with mu held.
 func (p *RequestPump) record(f Frame) {
-	if p.accepted.Load() {
-		p.log = nil
-		p.replayable = false
-		return
-	}
-	if !p.replayable {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	if p.accepted.Load() || !p.replayable {
+		p.dropLogLocked()
 		return
 	}
 	p.logBytes += len(f.Data)
 	if p.logBytes > p.limit && p.target != nil {
-		p.log = nil
-		p.replayable = false
+		p.dropLogLocked()
 		return
 	}
 	p.log = append(p.log, f)

@@ -171,7 +171,13 @@ func (f *Finder) Close() {
 type attemptResult struct {
 	gw  Gateway
 	url string // the remote gateway tried; empty for this kas
+	att *remoteAttempt
 	err error
+}
+
+// remoteAttempt is one attempt of a find on a remote gateway.
+type remoteAttempt struct {
+	cancel context.CancelFunc
 }
 
 // FindGateway implements GatewayFinder.
@@ -191,130 +197,177 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 		}
 		return &localGateway{handle: h, tunnel: t}, nil
 	}
-
-	// From here on every attempt runs in its own goroutine and hands its result over, or, once this call
-	// has picked a gateway or given up, releases what it found itself.
-	results := make(chan attemptResult)
-	abandoned := make(chan struct{})
-	defer close(abandoned)
-	deliver := func(r attemptResult) {
-		select {
-		case results <- r:
-		case <-abandoned:
-			if r.gw != nil {
-				r.gw.Release()
-			}
-		}
-	}
-	go func() {
-		t, err := h.Get(findCtx)
-		if err != nil {
-			h.Done()
-			deliver(attemptResult{err: err})
-			return
-		}
-		deliver(attemptResult{gw: &localGateway{handle: h, tunnel: t}})
-	}()
-	running := 1
-
+	s := &search{f: f, ctx: ctx, findCtx: findCtx, req: req, results: make(chan attemptResult),
+		abandoned: make(chan struct{}), attempts: map[string]*remoteAttempt{}, stagger: time.NewTimer(time.Hour)}
+	s.stagger.Stop()
+	defer s.end()
+	go s.waitLocal(h)
 	updates, unsubscribe := f.poller.subscribe(req.AgentID)
 	defer unsubscribe()
-	attempts := map[string]context.CancelFunc{}
-	defer func() {
-		for _, c := range attempts {
-			c()
-		}
-	}()
-	var (
-		queue     []string
-		nextStart time.Time
-		stagger   = time.NewTimer(time.Hour)
-	)
-	stagger.Stop()
-	defer stagger.Stop()
-	schedule := func() {
-		if len(queue) == 0 {
-			return
-		}
-		stagger.Reset(max(time.Until(nextStart), 0))
-	}
-	var lastErr error
 	for {
 		select {
 		case urls := <-updates:
-			for u, c := range attempts {
-				if !slices.Contains(urls, u) {
-					c() // the gateway vanished from the tracker
-					delete(attempts, u)
-				}
-			}
-			for _, u := range urls {
-				if u == f.cfg.SelfURL || attempts[u] != nil || slices.Contains(queue, u) || f.backingOff(u) {
-					continue
-				}
-				queue = append(queue, u)
-			}
-			schedule()
-		case <-stagger.C:
-			if len(queue) == 0 {
-				continue
-			}
-			u := queue[0]
-			queue = queue[1:]
-			actx, acancel := context.WithCancel(ctx)
-			attempts[u] = acancel
-			running++
-			go func() {
-				cs, err := f.attempt(actx, findCtx, u, req)
-				if err != nil {
-					acancel()
-					deliver(attemptResult{url: u, err: err})
-					return
-				}
-				deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u}, url: u})
-			}()
-			nextStart = time.Now().Add(f.cfg.Stagger)
-			schedule()
-		case r := <-results:
-			running--
-			if r.err == nil {
-				if r.url != "" {
-					f.succeeded(r.url)
-					delete(attempts, r.url) // the winner's stream must survive the deferred cancels
-				}
-				return r.gw, nil
-			}
-			if r.url == "" {
-				// The local wait ended without a tunnel: kas is shutting down, or the find is over.
-				if findCtx.Err() == nil {
-					return nil, r.err
-				}
-				continue
-			}
-			delete(attempts, r.url)
-			if findCtx.Err() == nil {
-				f.failed(r.url)
-				lastErr = r.err
-				f.cfg.Log.Debug("gateway attempt failed", "agent_id", req.AgentID, "gateway", r.url, "err", r.err)
+			s.update(urls)
+		case <-s.stagger.C:
+			s.startNext()
+		case r := <-s.results:
+			if over, gw, err := s.result(r); over {
+				return gw, err
 			}
 		case <-findCtx.Done():
-			if ctx.Err() != nil {
-				return nil, status.FromContextError(ctx.Err()).Err()
-			}
-			if lastErr != nil {
-				f.cfg.Log.Debug("no gateway in time", "agent_id", req.AgentID, "last_err", lastErr)
-			}
-			_ = running
-			return nil, &findTimeoutError{timeout: req.FindTimeout}
+			return nil, s.timedOut()
 		}
 	}
 }
 
-func findErr(ctx, findCtx context.Context, req FindRequest, err error) error {
-	if ctx.Err() == nil && findCtx.Err() != nil {
-		return &findTimeoutError{timeout: req.FindTimeout}
+// search is one find on this kas and on the gateways the tracker lists, staggered and in parallel.
+// Every attempt runs in its own goroutine and hands its result over, or, once the search has picked a
+// gateway or given up, releases what it found itself.
+type search struct {
+	f            *Finder
+	ctx, findCtx context.Context
+	req          FindRequest
+	results      chan attemptResult
+	abandoned    chan struct{} // closed when the search is over
+	// attempts are the remote attempts under way, by gateway. An attempt that is no longer here was
+	// cancelled by the search.
+	attempts  map[string]*remoteAttempt
+	queue     []string // gateways to try, one per stagger
+	nextStart time.Time
+	stagger   *time.Timer
+	lastErr   error
+}
+
+// end cancels the attempts still under way; those that find something later give it back.
+func (s *search) end() {
+	s.stagger.Stop()
+	for _, a := range s.attempts {
+		a.cancel()
 	}
-	return err
+	close(s.abandoned)
+}
+
+func (s *search) deliver(r attemptResult) {
+	select {
+	case s.results <- r:
+	case <-s.abandoned:
+		if r.gw != nil {
+			r.gw.Release()
+		}
+	}
+}
+
+// waitLocal waits for a tunnel of this kas.
+func (s *search) waitLocal(h registry.Handle) {
+	t, err := h.Get(s.findCtx)
+	if err != nil {
+		h.Done()
+		s.deliver(attemptResult{err: err})
+		return
+	}
+	s.deliver(attemptResult{gw: &localGateway{handle: h, tunnel: t}})
+}
+
+// update takes the tracker's newest list: attempts on gateways no longer listed are cancelled, new ones
+// are queued.
+func (s *search) update(urls []string) {
+	for u, a := range s.attempts {
+		if !slices.Contains(urls, u) {
+			a.cancel() // the gateway vanished from the tracker
+			delete(s.attempts, u)
+		}
+	}
+	for _, u := range urls {
+		if u == s.f.cfg.SelfURL || s.attempts[u] != nil || slices.Contains(s.queue, u) || s.f.backingOff(u) {
+			continue
+		}
+		s.queue = append(s.queue, u)
+	}
+	s.schedule()
+}
+
+func (s *search) schedule() {
+	if len(s.queue) == 0 {
+		return
+	}
+	s.stagger.Reset(max(time.Until(s.nextStart), 0))
+}
+
+// startNext starts an attempt on the next queued gateway.
+func (s *search) startNext() {
+	if len(s.queue) == 0 {
+		return
+	}
+	u := s.queue[0]
+	s.queue = s.queue[1:]
+	actx, acancel := context.WithCancel(s.ctx)
+	att := &remoteAttempt{cancel: acancel}
+	s.attempts[u] = att
+	go func() {
+		cs, err := s.f.attempt(actx, s.findCtx, u, s.req)
+		if err != nil {
+			acancel()
+			s.deliver(attemptResult{url: u, att: att, err: err})
+			return
+		}
+		s.deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u}, url: u, att: att})
+	}()
+	s.nextStart = time.Now().Add(s.f.cfg.Stagger)
+	s.schedule()
+}
+
+// result takes the end of one attempt; over reports that the search is over with gw or err.
+func (s *search) result(r attemptResult) (over bool, gw Gateway, err error) {
+	if r.url != "" {
+		if s.attempts[r.url] != r.att {
+			// The search cancelled the attempt (its gateway left the tracker): whatever it got, its stream
+			// is dead, and its end is no failure of the gateway.
+			if r.gw != nil {
+				r.gw.Release()
+			}
+			return false, nil, nil
+		}
+		delete(s.attempts, r.url) // a winner's stream must survive end's cancels
+	}
+	switch {
+	case r.err == nil:
+		if r.url != "" {
+			s.f.succeeded(r.url)
+		}
+		return true, r.gw, nil
+	case r.url == "":
+		// The local wait ended without a tunnel: kas is shutting down, or the find is over.
+		return s.findCtx.Err() == nil, nil, r.err
+	case s.findCtx.Err() == nil:
+		s.f.failed(r.url)
+		s.lastErr = r.err
+		s.f.cfg.Log.Debug("gateway attempt failed", "agent_id", s.req.AgentID, "gateway", r.url, "err", r.err)
+	}
+	return false, nil, nil
+}
+
+// timedOut is the search's error once findCtx is over.
+func (s *search) timedOut() error {
+	if s.ctx.Err() != nil {
+		return status.FromContextError(s.ctx.Err()).Err()
+	}
+	if s.lastErr != nil {
+		s.f.cfg.Log.Debug("no gateway in time", "agent_id", s.req.AgentID, "last_err", s.lastErr)
+	}
+	return &findTimeoutError{timeout: s.req.FindTimeout}
+}
+
+// findErr is why a wait on this kas's tunnels ended: the caller's end as its status, the find timeout, or
+// err (kas is shutting down).
+func findErr(ctx, findCtx context.Context, req FindRequest, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return status.FromContextError(ctx.Err()).Err()
+	case findCtx.Err() != nil:
+		return &findTimeoutError{timeout: req.FindTimeout}
+	default:
+		return err
+	}
 }
 
 func (f *Finder) backingOff(u string) bool {

@@ -1,0 +1,214 @@
+package registry
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// The pump tests run in synctest bubbles: synctest.Wait tells when the pump has done all it can, so that
+// "it read nothing" and "it waits" are facts, not guesses after a sleep.
+
+var testInfo = &rpc.RequestInfo{MethodName: "/test.Svc/M"}
+
+// startPump starts a pump on a fake caller's stream that lives as long as the test.
+func startPump(t *testing.T, limit int) (*RequestPump, *fakeStream) {
+	src := newFakeStream(t.Context())
+	return StartRequestPump(src, testInfo, limit), src
+}
+
+func attach(t *testing.T, p *RequestPump) *recordingTarget {
+	t.Helper()
+	target := &recordingTarget{}
+	if err := p.Attach(target); err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	return target
+}
+
+// logged is the pump's replay log, the messages' data separated by spaces.
+func logged(p *RequestPump) string {
+	p.logMu.Lock()
+	defer p.logMu.Unlock()
+	var s []string
+	for _, f := range p.log {
+		s = append(s, string(f.Data))
+	}
+	return strings.Join(s, " ")
+}
+
+// A call waiting for a tunnel must hold none of its request: gRPC's flow control keeps the rest with the
+// caller.
+func TestPumpReadsNothingBeforeAttach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := startPump(t, DefaultReplayLimit)
+		synctest.Wait()
+		if n := src.recvs.Load(); n != 0 || src.tryFeed("early") {
+			t.Fatalf("the pump read the request before it had a target (%d reads)", n)
+		}
+		target := attach(t, p)
+		src.feed(t, "a")
+		synctest.Wait()
+		target.wantEvents(t, "BEGIN a")
+	})
+}
+
+func TestPumpSendsFramesInOrderWithEndLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := startPump(t, DefaultReplayLimit)
+		target := attach(t, p)
+		for _, d := range []string{"a", "b", "c"} {
+			src.feed(t, d)
+		}
+		src.halfClose(t)
+		synctest.Wait()
+		target.wantEvents(t, "BEGIN a b c END")
+		if n := src.recvs.Load(); n != 4 || pumpRunning() {
+			t.Fatalf("the pump read on after the half-close (%d reads, running %t)", n, pumpRunning())
+		}
+	})
+}
+
+func TestPumpReplaysLogToNextTarget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := startPump(t, DefaultReplayLimit)
+		first := attach(t, p)
+		src.feed(t, "a")
+		src.feed(t, "b")
+		synctest.Wait()
+		if !p.Detach() {
+			t.Fatal("a call the agent never accepted is not replayable")
+		}
+		src.feed(t, "c") // read with no target: kept for the next one
+		synctest.Wait()
+		second := attach(t, p)
+		second.wantEvents(t, "BEGIN a b c") // replayed within Attach
+		src.feed(t, "d")
+		src.halfClose(t)
+		synctest.Wait()
+		second.wantEvents(t, "BEGIN a b c d END")
+		first.wantEvents(t, "BEGIN a b")
+	})
+}
+
+func TestPumpKeepsNoLogOnceAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		afterFeeds []string // read between Accept and Detach
+		want       string
+	}{
+		{name: "no frame after accept", want: "BEGIN a"},
+		{name: "frames after accept", afterFeeds: []string{"b", "c"}, want: "BEGIN a b c"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p, src := startPump(t, DefaultReplayLimit)
+				first := attach(t, p)
+				src.feed(t, "a")
+				synctest.Wait()
+				p.Accept()
+				if got := logged(p); got != "" {
+					t.Fatalf("the agent accepted the call, the pump still keeps %q", got)
+				}
+				for _, d := range tc.afterFeeds {
+					src.feed(t, d)
+				}
+				synctest.Wait()
+				first.wantEvents(t, tc.want)
+				if got := logged(p); got != "" {
+					t.Fatalf("the pump logged %q after the agent accepted the call", got)
+				}
+				if p.Detach() {
+					t.Fatal("Detach reports an accepted call replayable")
+				}
+				attach(t, p).wantEvents(t, "BEGIN") // nothing to replay
+			})
+		})
+	}
+}
+
+// With no target, a log at the replay limit is the only copy of the request: the pump must neither drop
+// it nor grow it, but stop reading until a target takes it.
+func TestPumpWaitsWithFullLogUntilTargetAttaches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := startPump(t, 4)
+		attach(t, p)
+		p.Detach()
+		src.feed(t, "abc") // 3 bytes: kept
+		src.feed(t, "de")  // 5 bytes in all, over the limit: held, and the pump waits
+		synctest.Wait()
+		if src.tryFeed("f") {
+			t.Fatal("the pump read on with a full log and no target")
+		}
+		if got := logged(p); got != "abc" {
+			t.Fatalf("waiting pump logged %q, want %q", got, "abc")
+		}
+		second := attach(t, p)
+		synctest.Wait()
+		second.wantEvents(t, "BEGIN abc de")
+		src.feed(t, "f")
+		synctest.Wait()
+		second.wantEvents(t, "BEGIN abc de f")
+		if p.Detach() {
+			t.Fatal("a request over the replay limit was kept to replay")
+		}
+	})
+}
+
+// A target that attaches exactly as frames arrive gets each frame once, in order: from the log or live,
+// never both and never neither.
+func TestPumpAttachRacesWithFrames(t *testing.T) {
+	for range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			p, src := startPump(t, DefaultReplayLimit)
+			attach(t, p)
+			p.Detach()
+			go func() {
+				for _, d := range []string{"a", "b", "c", "d"} {
+					src.frames <- Frame{Data: []byte(d)}
+				}
+				src.frames <- Frame{End: true}
+			}()
+			second := attach(t, p)
+			synctest.Wait()
+			second.wantEvents(t, "BEGIN a b c d END")
+		})
+	}
+}
+
+func TestPumpEndsWithCallContext(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, p *RequestPump, src *fakeStream)
+	}{
+		{name: "before attach", setup: func(*testing.T, *RequestPump, *fakeStream) {}},
+		{name: "while reading", setup: func(t *testing.T, p *RequestPump, _ *fakeStream) { attach(t, p) }},
+		{name: "while waiting with a full log", setup: func(t *testing.T, p *RequestPump, src *fakeStream) {
+			attach(t, p)
+			p.Detach()
+			src.feed(t, "abc")
+			src.feed(t, "de")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(t.Context())
+				src := newFakeStream(ctx)
+				p := StartRequestPump(src, testInfo, 4)
+				tc.setup(t, p, src)
+				synctest.Wait()
+				if !pumpRunning() {
+					t.Fatal("the pump ended before the call did")
+				}
+				cancel()
+				synctest.Wait()
+				if pumpRunning() {
+					t.Fatal("the pump goes on after the call ended")
+				}
+			})
+		})
+	}
+}
