@@ -8,6 +8,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
+
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
@@ -82,7 +84,7 @@ type Config struct {
 	// TrackerRefresh is how often this kas refreshes its tracker records (below the tracker's TTL).
 	// Zero means tracker.DefaultRefreshPeriod.
 	TrackerRefresh time.Duration
-	// UnregisterDelay: see DefaultUnregisterDelay. Zero means the default.
+	// UnregisterDelay: see directory.DefaultUnregisterDelay. Zero means the default.
 	UnregisterDelay time.Duration
 
 	// TLS, when set, serves every listener over TLS (the metrics listener only with TLS.Metrics).
@@ -217,7 +219,7 @@ func (c *Config) withDefaults() {
 		}
 	}
 	if c.UnregisterDelay == 0 {
-		c.UnregisterDelay = DefaultUnregisterDelay
+		c.UnregisterDelay = directory.DefaultUnregisterDelay
 	}
 	if c.FindTimeout == 0 {
 		c.FindTimeout = routing.DefaultFindTimeout

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
@@ -34,7 +36,8 @@ type Server struct {
 	registry *registry.Registry
 	finder   *routing.Finder
 	gateways *routing.GatewayPool
-	reg      *registrar
+	// dir publishes this kas's agents in the tracker and watches the others'; nil without a tracker.
+	dir *directory.Directory
 	// ownedTracker is the Redis tracker kas made from Config.Redis, closed at shutdown.
 	ownedTracker interface{ Close() error }
 
@@ -153,25 +156,24 @@ func (s *Server) buildMetrics() (metric.Meter, *grpcprom.ServerMetrics, error) {
 	return meter, grpcMetrics, nil
 }
 
-// buildFinder makes the registrar (with a tracker) and the finder that uses it.
+// buildFinder makes the directory (with a tracker) and the finder that uses it.
 func (s *Server) buildFinder(meter metric.Meter) error {
-	var finderErrs func(error)
+	fc := routing.FinderConfig{Registry: s.registry, Dialer: s.gateways, Log: s.cfg.Log}
 	if s.cfg.Tracker != nil {
-		var err error
-		// The registrar exists before the finder so that tracker poll errors land in its metric.
-		if s.reg, err = newRegistrar(s.cfg.Tracker, "", s.cfg.UnregisterDelay, s.cfg.TrackerRefresh, s.cfg.Log, meter); err != nil {
+		dir, err := directory.New(directory.Config{
+			Tracker:         s.cfg.Tracker,
+			UnregisterDelay: s.cfg.UnregisterDelay,
+			Refresh:         s.cfg.TrackerRefresh,
+			Log:             s.cfg.Log,
+			Meter:           meter,
+		})
+		if err != nil {
 			return err
 		}
-		s.registry.OnAgent(s.reg.onAgent)
-		finderErrs = func(err error) { s.reg.failed("list", err) }
+		s.dir, fc.Directory = dir, dir
+		s.registry.OnAgent(dir.OnAgent)
 	}
-	s.finder = routing.NewFinder(routing.FinderConfig{
-		Registry:       s.registry,
-		Tracker:        s.cfg.Tracker,
-		Dialer:         s.gateways,
-		Log:            s.cfg.Log,
-		OnTrackerError: finderErrs,
-	})
+	s.finder = routing.NewFinder(fc)
 	return nil
 }
 

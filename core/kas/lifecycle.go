@@ -49,7 +49,7 @@ func (s *Server) Start() error {
 	serve(s.privateServer, s.listeners.private)
 	s.serveHTTPTunnel()
 	s.serveMetrics()
-	if s.reg != nil {
+	if s.dir != nil {
 		self := s.cfg.PrivateURL
 		if self == "" {
 			scheme := "grpc://"
@@ -58,9 +58,8 @@ func (s *Server) Start() error {
 			}
 			self = scheme + s.listeners.private.Addr().String()
 		}
-		s.reg.url = self
 		s.finder.SetSelfURL(self)
-		s.reg.start()
+		s.dir.Start(self)
 	}
 	s.ready.Store(true)
 	s.cfg.Log.Info("kas started", "agent_api", addrOf(s.listeners.agent), "public_api", addrOf(s.listeners.api),
@@ -109,8 +108,8 @@ func addrOf(l net.Listener) string {
 func (s *Server) Shutdown(ctx context.Context) {
 	s.shutOnce.Do(func() {
 		s.ready.Store(false)
-		if s.reg != nil {
-			s.reg.stop(ctx) // unregisters this kas's agents, within ctx
+		if s.dir != nil {
+			s.dir.Stop(ctx) // unregisters this kas's agents, within ctx
 		}
 		s.registry.Stop()
 		s.drain(ctx)
@@ -124,8 +123,8 @@ func (s *Server) Shutdown(ctx context.Context) {
 func (s *Server) Kill() {
 	s.shutOnce.Do(func() {
 		s.ready.Store(false)
-		if s.reg != nil {
-			s.reg.kill() // the records stay, as after a crash
+		if s.dir != nil {
+			s.dir.Kill() // the records stay, as after a crash
 		}
 		// Connections go before the registry learns anything: no tunnel gets a clean end.
 		for _, srv := range []*grpc.Server{s.apiServer, s.agentServer, s.privateServer} {
@@ -182,7 +181,6 @@ func stopGracefully(ctx context.Context, srv *grpc.Server) {
 
 // release closes what the servers used, once they stopped.
 func (s *Server) release() {
-	s.finder.Close()
 	if s.gateways != nil {
 		s.gateways.Close()
 	}

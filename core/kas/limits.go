@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
+
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
@@ -71,6 +73,9 @@ var DefaultLimits = Limits{
 	// Matches httptunnel's default; a header arrives in one round trip in practice.
 	HTTPReadHeaderTimeout: 10 * time.Second,
 }
+
+// TrackerErrorsMetric counts failed tracker operations by op (tunnel_tracker_errors_total{op}).
+const TrackerErrorsMetric = directory.TrackerErrorsMetric
 
 // LimitRejectionsMetric counts requests refused because a limit bit (tunnel_limit_rejections_total{limit}).
 const LimitRejectionsMetric = "tunnel_limit_rejections"

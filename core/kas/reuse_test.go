@@ -123,9 +123,11 @@ func TestReusedTunnelCarriesThousandsOfCalls(t *testing.T) {
 			t.Fatalf("call %d (kind %d): %v", i, i%int(reuseKinds), err)
 		}
 	}
-	// The last call's ends cross after its caller has the answer.
-	testenv.Eventually(t, 10*time.Second, func() bool { return e.Kas.Registry().Counts().TunnelsReused-before.TunnelsReused == calls },
-		"the tunnel went back to idle %d times after %d calls", e.Kas.Registry().Counts().TunnelsReused-before.TunnelsReused, calls)
+	// Every call but the deadline ones surely reached the tunnel (a deadline may pass while the call
+	// waits for it); the last call's ends cross after its caller has the answer.
+	want := int64(calls - calls/int(reuseKinds))
+	testenv.Eventually(t, 10*time.Second, func() bool { return e.Kas.Registry().Counts().TunnelsReused-before.TunnelsReused >= want },
+		"the tunnel went back to idle %d times after %d calls (%+v)", e.Kas.Registry().Counts().TunnelsReused-before.TunnelsReused, calls, e.Kas.Registry().Counts())
 	if opened := e.Kas.Registry().Counts().TunnelsOpened - before.TunnelsOpened; opened != 0 {
 		t.Errorf("%d tunnels opened during %d calls, want the one tunnel to carry them all", opened, calls)
 	}

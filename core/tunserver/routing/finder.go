@@ -16,15 +16,12 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 )
 
 // Finder defaults.
 const (
-	// DefaultTrackerPoll is how often the tracker is asked again while calls wait for an agent.
-	DefaultTrackerPoll = 50 * time.Millisecond
 	// DefaultStagger spaces the attempts on different gateways of one call.
 	DefaultStagger = 10 * time.Millisecond
 	// DefaultGatewayBackoffMin and Max bound the pause before a failing gateway is tried again.
@@ -107,25 +104,29 @@ type GatewayDialer interface {
 // FinderConfig configures a Finder.
 type FinderConfig struct {
 	Registry TunnelSource
-	// Tracker lists the kas instances that hold tunnels for an agent. Nil: this kas is the only gateway.
-	Tracker tracker.Tracker
+	// Directory lists, and lists again, the kas instances that hold tunnels for an agent (a
+	// *directory.Directory). Nil: this kas is the only gateway.
+	Directory Watcher
 	// SelfURL is this kas's private URL: listed by the tracker, never dialed.
 	SelfURL string
 	Dialer  GatewayDialer
 	// Zero values mean the defaults above.
-	TrackerPoll            time.Duration
 	Stagger                time.Duration
 	BackoffMin, BackoffMax time.Duration
 	Log                    *slog.Logger
-	OnTrackerError         func(error)
+}
+
+// Watcher watches which kas hold an agent's tunnels.
+type Watcher interface {
+	// Watch sends the kas URLs that hold agentID, and again whenever they change, until stop.
+	Watch(agentID int64) (urls <-chan []string, stop func())
 }
 
 // Finder finds gateways: this kas first (in memory), then every kas the tracker lists for the agent,
 // staggered and in parallel, for as long as the call may wait. The first gateway with a tunnel wins;
 // the others are cancelled and give their tunnel back.
 type Finder struct {
-	cfg    FinderConfig
-	poller *poller
+	cfg FinderConfig
 
 	mu      sync.Mutex
 	backoff map[string]*gatewayBackoff
@@ -136,11 +137,8 @@ type gatewayBackoff struct {
 	next  time.Duration
 }
 
-// NewFinder returns a finder; Close it to stop its tracker polls.
+// NewFinder returns a finder.
 func NewFinder(cfg FinderConfig) *Finder {
-	if cfg.TrackerPoll <= 0 {
-		cfg.TrackerPoll = DefaultTrackerPoll
-	}
 	if cfg.Stagger <= 0 {
 		cfg.Stagger = DefaultStagger
 	}
@@ -153,18 +151,7 @@ func NewFinder(cfg FinderConfig) *Finder {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	f := &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
-	if cfg.Tracker != nil {
-		f.poller = newPoller(cfg.Tracker, cfg.TrackerPoll, cfg.OnTrackerError)
-	}
-	return f
-}
-
-// Close stops the tracker polls. Calls still finding get no new gateways.
-func (f *Finder) Close() {
-	if f.poller != nil {
-		f.poller.close()
-	}
+	return &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
 }
 
 // attemptResult is how one gateway attempt ended.
@@ -189,7 +176,7 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	}
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
-	if f.poller == nil {
+	if f.cfg.Directory == nil {
 		t, err := h.Get(findCtx)
 		if err != nil {
 			h.Done()
@@ -202,7 +189,7 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	s.stagger.Stop()
 	defer s.end()
 	go s.waitLocal(h)
-	updates, unsubscribe := f.poller.subscribe(req.AgentID)
+	updates, unsubscribe := f.cfg.Directory.Watch(req.AgentID)
 	defer unsubscribe()
 	for {
 		select {

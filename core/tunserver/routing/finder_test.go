@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/tracker"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
 )
 
 // The finder tests run in synctest bubbles: time is fake, so find timeouts and backoffs pass exactly and
@@ -38,7 +39,7 @@ func newTestFinder(t *testing.T, peers ...string) *testFinder {
 	f := &testFinder{source: &fakeSource{handle: h}, handle: h, dialer: newDialer()}
 	cfg := FinderConfig{
 		Registry: f.source, SelfURL: selfURL, Dialer: f.dialer,
-		TrackerPoll: 10 * time.Millisecond, Stagger: time.Millisecond,
+		Stagger:    time.Millisecond,
 		BackoffMin: time.Second, BackoffMax: 4 * time.Second,
 	}
 	if peers != nil {
@@ -46,10 +47,14 @@ func newTestFinder(t *testing.T, peers ...string) *testFinder {
 		for _, u := range append([]string{selfURL}, peers...) {
 			_ = f.tracker.Register(context.Background(), u, testAgentID)
 		}
-		cfg.Tracker = f.tracker
+		dir, err := directory.New(directory.Config{Tracker: f.tracker, PollInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(dir.Kill)
+		cfg.Directory = dir
 	}
 	f.Finder = NewFinder(cfg)
-	t.Cleanup(f.Close)
 	return f
 }
 

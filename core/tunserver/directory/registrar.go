@@ -1,4 +1,4 @@
-package kas
+package directory
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 )
@@ -51,6 +52,9 @@ type registrar struct {
 }
 
 func newRegistrar(tr tracker.Tracker, url string, delay, refresh time.Duration, log *slog.Logger, m metric.Meter) (*registrar, error) {
+	if m == nil {
+		m = noop.NewMeterProvider().Meter("")
+	}
 	errs, err := m.Int64Counter(TrackerErrorsMetric, metric.WithDescription("Tracker operations that failed, by op"))
 	if err != nil {
 		return nil, err

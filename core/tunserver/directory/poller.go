@@ -1,4 +1,4 @@
-package routing
+package directory
 
 import (
 	"context"
