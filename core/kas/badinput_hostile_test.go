@@ -30,8 +30,50 @@ func badBigMD(id string, n int) metadata.MD {
 	return badAgentMD(id, "x-big", strings.Repeat("m", n))
 }
 
+// badReuseDescriptor asks for a reusable tunnel.
+func badReuseDescriptor() *rpc.ConnectRequest {
+	d := badTestDescriptor()
+	d.GetDescriptor_().Reuse = true
+	return d
+}
+
+var badCallEnd = &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_CallEnd{CallEnd: &rpc.CallEnd{}}}
+
 func badHostileCases() []badCase {
 	return []badCase{
+		{
+			// An agent that ends a call it did not answer: the caller learns the agent broke the protocol.
+			name: "agent/reusable tunnel: call_end before the answer",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				s, _, call := f.routedWith(t, badReuseDescriptor(), badEmptyCall, nil)
+				if h, err := s.Header(); err != nil || len(h.Get(rpc.TunnelReuseHeaderKey)) == 0 {
+					t.Errorf("kas did not offer reuse: %v %v", h, err)
+				}
+				if err := s.Send(badCallEnd); err != nil {
+					t.Fatal(err)
+				}
+				end := badTunnelEnd(s)
+				badWantStatus(t, "caller", badWait(t, call, "the caller"), codes.Unavailable, "broke the tunnel protocol", "call_end before the answer")
+				return badStatusOf(end)
+			},
+			code: codes.InvalidArgument, says: []string{"call_end before the answer's trailer or error"},
+		},
+		{
+			// A call_end on a single-use tunnel is not part of its protocol.
+			name: "agent/single-use tunnel: call_end",
+			run: func(t *testing.T, f *badFixture) badAnswer {
+				s, _, call := f.routed(t, badEmptyCall, nil)
+				for _, m := range []*rpc.ConnectRequest{badHeaderMsg, badTrailerMsg, badCallEnd} {
+					if s.Send(m) != nil {
+						break
+					}
+				}
+				end := badTunnelEnd(s)
+				<-call
+				return badStatusOf(end)
+			},
+			code: codes.InvalidArgument, says: []string{"call_end is not allowed after trailer"},
+		},
 		{
 			// Used to end every tunnel of the agent in turn (each failed to carry the request info) and make
 			// the agent back off for seconds, while the caller got DeadlineExceeded.

@@ -424,8 +424,14 @@ var (
 // its connection, and the call's status when the call ends.
 func (f *badFixture) routed(t *testing.T, method string, frames ...[]byte) (rpc.ReverseTunnel_ConnectClient, *badConn, <-chan error) {
 	t.Helper()
+	return f.routedWith(t, badTestDescriptor(), method, frames...)
+}
+
+// routedWith is routed with the given descriptor (a reusable tunnel's, say).
+func (f *badFixture) routedWith(t *testing.T, desc *rpc.ConnectRequest, method string, frames ...[]byte) (rpc.ReverseTunnel_ConnectClient, *badConn, <-chan error) {
+	t.Helper()
 	s, rc := f.tunnel(t, badBearer(badRawAgent))
-	if err := s.Send(badTestDescriptor()); err != nil {
+	if err := s.Send(desc); err != nil {
 		t.Fatal(err)
 	}
 	badWaitFor(t, "kas to take the raw tunnel", func() error {

@@ -14,7 +14,6 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
-
 // connState is where one pool goroutine is.
 type connState int
 
