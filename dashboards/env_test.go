@@ -59,12 +59,14 @@ func startEnv(t *testing.T) *env {
 		defer cancel()
 		topo.Close(ctx)
 	})
-	// agentk serves agent 1 too: kas spreads agent 1's calls over both agents' tunnels.
+	// agentk serves agent 1 too: kas spreads agent 1's calls over both agents' tunnels. Its tunnels are
+	// single-use (an agent of the protocol's first version): they end with their calls, so the panels
+	// of ended tunnels see data within the test's few seconds.
 	ak, err := agentk.New(agentk.Config{
 		KasAddress:    topo.Kas[0].Addrs().Agent.String(),
 		Token:         bench.AgentToken(1),
 		MetricsListen: "127.0.0.1:0",
-		Pool:          tunclient.Config{MinIdle: 1},
+		Pool:          tunclient.Config{MinIdle: 1, SingleUse: true},
 	})
 	if err != nil {
 		t.Fatal(err)

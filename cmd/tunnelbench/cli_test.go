@@ -38,7 +38,7 @@ func TestBenchCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sum.Cases) != 4+2 || len(sum.Scale) != 1 {
+	if len(sum.Cases) != 5+2 || len(sum.Scale) != 1 { // direct and four tunnel paths, HTTP direct and tunneled
 		t.Fatalf("%d cases and %d scale steps", len(sum.Cases), len(sum.Scale))
 	}
 	sc := sum.Scale[0]

@@ -33,8 +33,10 @@ func WindowDialOptions() []grpc.DialOption {
 // enough that a 1 MiB message does not stall on the pipe, small enough that thousands of agents fit.
 const DefaultInMemoryBufferSize = 256 * 1024
 
-// InMemoryListener is a net.Listener whose connections never leave the process. It is how kas reaches
-// its own private API and how an agent reaches its own services.
+// InMemoryListener is a net.Listener whose connections never leave the process: the in-memory link of
+// tests and of the benchmark's bufconn transport, and what an agent with Config.BufconnServer (the seed
+// design's grpc.Server behind bufconn) serves on. kas's own in-process callers use InProcessConn, and
+// an agent serves its services straight from the tunnel by default.
 type InMemoryListener struct {
 	*bufconn.Listener
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -169,7 +170,15 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		return failure(status.Errorf(codes.Unavailable, "upstream %s: %s %s: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(err.Error())))
 	}
 	defer func() { _ = resp.Body.Close() }()
-	err = stream.Send(&HTTPResponse{Msg: &HTTPResponse_Header_{Header: &HTTPResponse_Header{
+	if err := u.relay(stream, req, resp, log); err != nil {
+		return failure(err)
+	}
+	return nil
+}
+
+// relay streams the upstream's response to kas: header, body chunks as they come, trailer.
+func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, resp *http.Response, log *slog.Logger) error {
+	err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_Header_{Header: &HTTPResponse_Header{
 		StatusCode:    int32(resp.StatusCode),
 		Header:        toWire(cleanHeader(resp.Header)),
 		ContentLength: resp.ContentLength,
@@ -177,7 +186,7 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		ProtoMinor:    int32(resp.ProtoMinor),
 	}}})
 	if err != nil {
-		return failure(err)
+		return err
 	}
 	bp := u.opts.buffer()
 	defer u.opts.putBuffer(bp)
@@ -189,7 +198,7 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 			chunk := make([]byte, n)
 			copy(chunk, buf[:n])
 			if err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_Body{Body: &BodyChunk{Data: chunk}}}); err != nil {
-				return failure(err)
+				return err
 			}
 		}
 		if rerr == io.EOF {
@@ -197,14 +206,11 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		}
 		if rerr != nil {
 			log.Debug("upstream response body failed", "err", rerr)
-			return failure(status.Errorf(codes.Unavailable, "upstream %s: %s %s: response body: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(rerr.Error())))
+			return status.Errorf(codes.Unavailable, "upstream %s: %s %s: response body: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(rerr.Error()))
 		}
 	}
 	end := &HTTPResponse_End{Trailer: toWire(cleanHeader(resp.Trailer))}
-	if err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_End_{End: end}}); err != nil {
-		return failure(err)
-	}
-	return nil
+	return stream.Send(&HTTPResponse{Msg: &HTTPResponse_End_{End: end}})
 }
 
 // newRequest is the upstream request for hdr.
