@@ -14,6 +14,10 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver/agentapi"
 )
 
+// connectionHandshakeTimeout bounds how long a new connection to a gRPC listener may take to finish
+// its TLS and HTTP/2 handshake: a client that connects and sends nothing holds it no longer.
+const connectionHandshakeTimeout = 10 * time.Second
+
 // envelopeMax is the largest message on a tunnel or gateway stream: a routed message and its envelope.
 func (s *Server) envelopeMax() int { return s.cfg.MaxMessageSize + envelopeOverhead }
 
@@ -26,6 +30,7 @@ func (s *Server) newAgentServer(creds credentials.TransportCredentials, grpcMetr
 		grpc.MaxSendMsgSize(s.envelopeMax()),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: AgentMinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(agentKeepalive(cfg.MaxConnectionAge, cfg.Limits.IdleConnectionTimeout)),
+		grpc.ConnectionTimeout(connectionHandshakeTimeout),
 		// Thousands of mostly idle agent connections: no write buffer held per idle connection.
 		grpc.SharedWriteBuffer(true),
 	}

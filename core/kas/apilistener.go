@@ -32,8 +32,9 @@ func (s *Server) newAPIServer(router *routing.Router, creds credentials.Transpor
 		grpc.MaxSendMsgSize(limit),
 		// Every method is routable: the Router is the server's unknown service handler.
 		grpc.UnknownServiceHandler(router.RouteStream),
-		// A caller's connection that carries nothing goes away: it holds a place of --max-connections.
+		// A caller's connection that carries nothing goes away after --idle-connection-timeout.
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Limits.IdleConnectionTimeout}),
+		grpc.ConnectionTimeout(connectionHandshakeTimeout),
 		grpc.ChainStreamInterceptor(public...),
 	}
 	internal := grpctool.NewInProcessConn(grpctool.ChainStreamHandler(router.RouteStream, shared...))

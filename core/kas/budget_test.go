@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
@@ -29,7 +30,7 @@ const (
 	budgetGoroutinesPerWait   = 8
 	budgetBytesPerWait        = 64 << 10
 	budgetGoroutinesPerConn   = 4
-	budgetBytesPerConn        = 64 << 10
+	budgetBytesPerConn        = 32 << 10
 )
 
 // budgetConns is the connection bound the anonymous case runs with (the default, 20 000, is the same
@@ -135,7 +136,10 @@ func TestBudgetCallerToken(t *testing.T) {
 }
 
 func TestBudgetAnonymousClient(t *testing.T) {
-	e := testenv.Start(t, testenv.Options{Agents: -1, Kas: func(c *kas.Config) { c.Limits.MaxConnections = budgetConns }})
+	e := testenv.Start(t, testenv.Options{Agents: -1, Kas: func(c *kas.Config) {
+		c.HTTPListen = "127.0.0.1:0"
+		c.Limits.MaxConnections = budgetConns
+	}})
 	before := measure()
 	var conns []net.Conn
 	defer func() {
@@ -143,15 +147,30 @@ func TestBudgetAnonymousClient(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	// Twice the bound, each with the HTTP/2 preface, as a client that never sends a call would.
+	// Twice the bound, each with the start of a request, as a client that never finishes one would.
 	for range 2 * budgetConns {
-		c, err := net.DialTimeout("tcp", e.Kas.Addrs().Agent.String(), 5*time.Second)
+		c, err := net.DialTimeout("tcp", e.Kas.Addrs().HTTP.String(), 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		conns = append(conns, c)
-		_, _ = c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+		_, _ = c.Write([]byte("GET /agents/1/ HTTP/1.1\r\n"))
 	}
 	time.Sleep(500 * time.Millisecond) // let kas take what it will take; the bound is what is checked
 	measure().checkPer(t, "connections of an anonymous client", before, budgetConns, budgetGoroutinesPerConn, budgetBytesPerConn)
+}
+
+// On the gRPC listeners connections are bounded in time: one that carries no stream is closed after
+// the idle connection timeout, whoever opened it.
+func TestAnonymousGRPCConnectionsAreClosedWhenIdle(t *testing.T) {
+	e := testenv.Start(t, testenv.Options{Agents: -1, Kas: func(c *kas.Config) { c.Limits.IdleConnectionTimeout = 300 * time.Millisecond }})
+	for name, addr := range map[string]net.Addr{"agent API": e.Kas.Addrs().Agent, "public API": e.Kas.Addrs().API} {
+		t.Run(name, func(t *testing.T) {
+			conn := badDial(t, addr)
+			conn.Connect()
+			testenv.Eventually(t, 10*time.Second, func() bool { return conn.GetState() == connectivity.Ready }, "the connection never came up")
+			// kas sends GOAWAY once the connection was idle long enough; the client's channel goes idle.
+			testenv.Eventually(t, 10*time.Second, func() bool { return conn.GetState() == connectivity.Idle }, "kas kept an idle connection open")
+		})
+	}
 }

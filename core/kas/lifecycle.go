@@ -74,12 +74,17 @@ func (s *Server) Start() error {
 	return nil
 }
 
-// limitConnections caps every listener at MaxConnections open connections: connections cost kas
-// goroutines and buffers before any token is checked, so an anonymous client must not open them
-// without bound. Past the cap, new connections wait in the kernel's accept queue.
+// limitConnections caps the HTTP and metrics listeners at MaxConnections open connections:
+// connections cost kas goroutines and buffers before any token is checked, so an anonymous client must
+// not open them without bound. Past the cap, new connections wait in the kernel's accept queue.
+//
+// The gRPC listeners are bounded in time instead: a connection must finish its handshake within
+// connectionHandshakeTimeout and is closed after IdleConnectionTimeout without a stream. Counting them
+// would mean wrapping their connections, and gRPC only waits for data without holding a 32 KiB read
+// buffer on a bare *net.TCPConn: every idle agent connection would cost that much more.
 func (s *Server) limitConnections() {
 	n := s.cfg.Limits.MaxConnections
-	for _, l := range []*net.Listener{&s.listeners.agent, &s.listeners.api, &s.listeners.private, &s.listeners.metrics, &s.listeners.http} {
+	for _, l := range []*net.Listener{&s.listeners.metrics, &s.listeners.http} {
 		if *l != nil {
 			*l = newLimitListener(*l, n)
 		}

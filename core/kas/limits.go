@@ -33,11 +33,11 @@ type Limits struct {
 	MaxMetadataBytes int
 	// TunnelHandshakeTimeout bounds how long a new tunnel may take to send its descriptor.
 	TunnelHandshakeTimeout time.Duration
-	// MaxConnections bounds the open connections of each listener; more wait in the kernel's accept
-	// queue until one closes.
+	// MaxConnections bounds the open connections of the HTTP and metrics listeners each; more wait in
+	// the kernel's accept queue until one closes. The gRPC listeners bound connections in time.
 	MaxConnections int
-	// IdleConnectionTimeout closes a caller's (public API, HTTP) connection that carried no call for
-	// this long, so that idle connections do not hold places of MaxConnections for ever.
+	// IdleConnectionTimeout closes a connection that carried no call or tunnel for this long (public,
+	// private and agent API, HTTP), so that connections nobody uses do not stay.
 	IdleConnectionTimeout time.Duration
 	// TunnelRate is the new tunnels per second one agent may open, on average (TunnelBurst at once).
 	// Each call uses a tunnel, so it also bounds an agent's calls per second.

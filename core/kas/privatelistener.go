@@ -4,6 +4,7 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -33,6 +34,9 @@ func (s *Server) newPrivateServer(creds listenerCreds, grpcMetrics *grpcprom.Ser
 		grpc.MaxSendMsgSize(s.envelopeMax()),
 		// Every method is served, registered or not.
 		grpc.UnknownServiceHandler(h.Handle),
+		// Anyone can connect before a token is checked: bounded in time, as on the public API.
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Limits.IdleConnectionTimeout}),
+		grpc.ConnectionTimeout(connectionHandshakeTimeout),
 	}
 	opts = append(opts, grpctool.WindowServerOptions()...)
 	opts = append(opts, metrics.RoutedServerOptions(grpcMetrics)...)
