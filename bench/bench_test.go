@@ -19,17 +19,26 @@ import (
 //	go test ./bench -run '^$' -bench 'Unary(Tunnel|Direct)$' -cpuprofile cpu.out -memprofile mem.out
 //
 // Ratios between them are what counts; the harness (tunnelbench bench) measures the same paths with
-// real load. What a profile showed (2 cores, 2026-11), after the agent started serving its services
-// straight from the tunnel and Message envelopes stopped copying payloads: BenchmarkUnaryTunnel about
-// 230 µs and 345 allocations per call against about 140 µs and 155 for BenchmarkUnaryDirect (it was
-// 358 µs and 535 allocations with a grpc.Server behind bufconn in the agent). Of the tunnel's CPU, about
-// 15% is write and read system calls, 15% allocation and 4% GC, 6% goroutine stack growth (each call
-// has its own tunnel stream, request pump and handler goroutines), 5% protobuf envelopes; the rest is
-// gRPC's stream machinery for the tunnel stream each call opens and closes (HTTP/2 headers both ways,
-// a handler goroutine on kas, the agent's reconnect). No single hot spot is left: the cost is the
-// per-call stream that the protocol asks for (a tunnel carries one call). With 1 MiB messages the
-// tunnel's extra cost is one more copy of the payload on each receiving side (gRPC frees its buffers
-// when a message is decoded) and the garbage of those copies.
+// real load.
+//
+// Profile notes, 2026-12, after tunnels started carrying call after call (2 cores): BenchmarkUnaryTunnel
+// 59-83 µs and 229 allocations per call against 54 µs and 161 for BenchmarkUnaryDirect (it was about
+// 230 µs and 345 allocations when each call opened its own tunnel stream; the in-process path now also
+// passes through kas's gRPC metrics and message-size interceptors, as the public API does). Of the
+// tunnel's CPU about 27% is read and write system calls: a call is eight tunnel messages (request_info,
+// message, close_send and call_end one way; header, message, trailer and call_end the other), which
+// gRPC's writer batches only when they queue up together. Allocation is about 10%; the per-call pieces
+// left are the request pump's goroutine, the forwarding state, the call's context and span, and the
+// envelopes. BenchmarkUnaryTunnelPublic (142 µs, 361 allocations) and BenchmarkUnaryTunnel2Hop (204
+// µs, 541) add one whole gRPC server hop each: the public API's HTTP/2 stream in front of the tunnel,
+// and for two hops the private-API stream kas opens per call plus the tunnel_ready / start_streaming
+// round trip. Those are what is left to take: reusable private-API streams (or starting the call
+// without the round trip when the tracker lists one gateway), and fewer, batched tunnel messages.
+//
+// Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
+// goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
+// MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
+// frees its buffers when a message is decoded) and the garbage of those copies; reuse does not change it.
 
 func benchUnary(b *testing.B, path Path, size int) {
 	cfg := TopologyConfig{}
