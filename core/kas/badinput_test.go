@@ -35,6 +35,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // The bad-input catalogue: raw clients send kas, on each of its listeners, what a broken or hostile peer
@@ -94,6 +95,7 @@ type badCase struct {
 }
 
 func TestBadInputCatalogue(t *testing.T) {
+	testtier.Full(t, "runs some 80 cases one after another, waiting for kas to settle after each (about 20 s)")
 	f := startBadFixture(t)
 	var cases []badCase
 	cases = append(cases, badAgentAPICases()...)
