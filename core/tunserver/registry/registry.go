@@ -194,16 +194,9 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 				continue
 			}
 			e.idle = slices.Delete(e.idle, i, i+1)
-			t.mu.Lock()
-			err := t.moveLocked(TunnelFound)
-			t.owner = h
-			t.mu.Unlock()
-			if err != nil {
-				r.log.Error("registry invariant broken", "err", err)
+			if !r.claimLocked(t, h) {
 				continue
 			}
-			r.idle.Add(-1)
-			r.busy.Add(1)
 			h.tunnel, h.owner = t, h
 			return true, h
 		}
@@ -403,20 +396,30 @@ func (r *Registry) placeLocked(e *agentEntry, t *Tunnel) {
 		}
 		e.waiting = slices.Delete(e.waiting, i, i+1)
 		r.waiting.Add(-1)
-		t.mu.Lock()
-		err := t.moveLocked(TunnelFound)
-		t.owner = req
-		t.mu.Unlock()
-		if err != nil {
-			r.log.Error("registry invariant broken", "err", err)
-			return
+		if r.claimLocked(t, req) {
+			req.ch <- t // buffered, never blocks: each request gets one tunnel
 		}
-		r.idle.Add(-1)
-		r.busy.Add(1)
-		req.ch <- t // buffered, never blocks: each request gets one tunnel
 		return
 	}
 	e.idle = append(e.idle, t)
+}
+
+// claimLocked moves an idle tunnel to found for owner (a FindHandle, or a waiting call's request), so
+// that only that claim may give it back. The stripe lock must be held.
+func (r *Registry) claimLocked(t *Tunnel, owner any) bool {
+	t.mu.Lock()
+	err := t.moveLocked(TunnelFound)
+	if err == nil {
+		t.owner = owner
+	}
+	t.mu.Unlock()
+	if err != nil {
+		r.log.Error("registry invariant broken", "err", err)
+		return false
+	}
+	r.idle.Add(-1)
+	r.busy.Add(1)
+	return true
 }
 
 // giveBack returns a found tunnel that was not used. It goes back to idle unless it broke, expired or kas
@@ -431,24 +434,32 @@ func (r *Registry) giveBack(t *Tunnel, owner any) {
 		t.mu.Unlock()
 		return // already forwarding, done, or another call's: nothing to give back
 	}
-	if t.early != nil || t.expired || s.stopped {
+	r.backToIdleLocked(s, t, t.early != nil, earlyErr(t))
+}
+
+// backToIdleLocked returns a busy tunnel (found or forwarding) to idle, where it serves the oldest
+// waiting call it can. A tunnel that broke, expired, or belongs to a stopping kas ends instead, with
+// endErr. The stripe lock and t.mu must be held; t.mu is released.
+func (r *Registry) backToIdleLocked(s *stripe, t *Tunnel, broken bool, endErr error) bool {
+	if broken || t.expired || s.stopped {
 		reason := t.endReason
 		if s.stopped && reason == "" {
 			reason = rpc.EndReasonShutdown
 		}
 		t.mu.Unlock()
-		r.finishLocked(s, t, earlyErr(t), reason)
-		return
+		r.finishLocked(s, t, endErr, reason)
+		return false
 	}
 	err := t.moveLocked(TunnelIdle)
 	t.mu.Unlock()
 	if err != nil {
 		r.log.Error("registry invariant broken", "err", err)
-		return
+		return false
 	}
 	r.busy.Add(-1)
 	r.idle.Add(1)
 	r.placeLocked(s.agents[t.agentID], t)
+	return true
 }
 
 // finish ends the tunnel with err (returned to the agent as the Connect status) and reason (sent in the
@@ -556,25 +567,9 @@ func (r *Registry) afterCall(t *Tunnel, fwd *forwarding) {
 		return // the tunnel ended meanwhile
 	}
 	t.fwd = nil
-	if t.expired || s.stopped {
-		reason := t.endReason
-		if s.stopped && reason == "" {
-			reason = rpc.EndReasonShutdown
-		}
-		t.mu.Unlock()
-		r.finishLocked(s, t, nil, reason)
-		return
+	if r.backToIdleLocked(s, t, false, nil) {
+		r.reused.Add(1)
 	}
-	err := t.moveLocked(TunnelIdle)
-	t.mu.Unlock()
-	if err != nil {
-		r.log.Error("registry invariant broken", "err", err)
-		return
-	}
-	r.busy.Add(-1)
-	r.idle.Add(1)
-	r.reused.Add(1)
-	r.placeLocked(s.agents[t.agentID], t)
 }
 
 // onReaderResult handles what the stream reader got while it had no call to pass it to. It returns the
