@@ -66,7 +66,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.Limits.TunnelHandshakeTimeout, "tunnel-handshake-timeout", DefaultLimits.TunnelHandshakeTimeout, "how long a new tunnel may take to send its descriptor before kas ends it")
 	fs.IntVar(&cfg.Limits.MaxConnections, "max-connections", DefaultLimits.MaxConnections, "most open connections of the HTTP and metrics listeners each; more wait to be accepted until one closes (gRPC listeners bound connections in time instead: 10 s to finish the handshake, --idle-connection-timeout without a stream)")
 	fs.DurationVar(&cfg.Limits.IdleConnectionTimeout, "idle-connection-timeout", DefaultLimits.IdleConnectionTimeout, "how long a connection may stay without a call or tunnel (public, private and agent API, HTTP) before kas closes it")
-	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (each call uses one)")
+	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (a single-use agent opens one per call)")
 	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", DefaultLimits.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
 	fs.IntVar(&cfg.Limits.MaxDescriptorBytes, "max-descriptor-bytes", DefaultLimits.MaxDescriptorBytes, "largest descriptor (the first message of a tunnel, listing what the agent serves) in bytes")
 	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", DefaultLimits.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")

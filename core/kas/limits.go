@@ -39,8 +39,9 @@ type Limits struct {
 	// IdleConnectionTimeout closes a connection that carried no call or tunnel for this long (public,
 	// private and agent API, HTTP), so that connections nobody uses do not stay.
 	IdleConnectionTimeout time.Duration
-	// TunnelRate is the new tunnels per second one agent may open, on average (TunnelBurst at once).
-	// Each call uses a tunnel, so it also bounds an agent's calls per second.
+	// TunnelRate is the new tunnels per second one agent may open, on average (TunnelBurst at once). A
+	// reusable tunnel carries many calls; a single-use agent opens one per call, so for it the rate
+	// bounds calls per second too.
 	TunnelRate  float64
 	TunnelBurst int
 	// MaxDescriptorBytes bounds the descriptor an agent sends first on every tunnel.

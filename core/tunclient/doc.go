@@ -1,5 +1,7 @@
 // Package tunclient is the agent (agentk) side of the tunnel: an in-memory gRPC server on which services
 // register, a pool of tunnels to kas, and the proxying of each call that kas sends through a tunnel.
+// A tunnel carries call after call when kas accepts reuse (each call closed by call_end both ways), or
+// one call when kas does not or Config.SingleUse says so.
 //
 // The in-memory server has no transport of its own: a call of a registered service is served with the
 // tunnel itself as the handler's grpc.ServerStream (grpctool.ServiceMux dispatches it), which saves two
