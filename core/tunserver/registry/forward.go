@@ -203,6 +203,14 @@ func (f *forwarding) agentCallEnd() (verdict, bool) {
 	return verdict{kind: verdictDone}, true
 }
 
+// stopSink makes sure sink is not called any more (the caller's handler may return): a sink call in
+// progress ends first.
+func (f *forwarding) stopSink() {
+	f.sinkMu.Lock()
+	f.kasEnded = true
+	f.sinkMu.Unlock()
+}
+
 // startForwarding moves a found tunnel to forwarding with fwd. It fails with ErrRetryOtherTunnel when
 // the agent withdrew or broke the tunnel while it was found: nothing was sent, so another tunnel may take
 // the call.
@@ -210,7 +218,6 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 	t.mu.Lock()
 	if t.state == TunnelFound && t.early == nil {
 		t.fwd = fwd
-		t.calls++
 		err := t.moveLocked(TunnelForwarding)
 		t.mu.Unlock()
 		return err
@@ -257,10 +264,16 @@ func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) erro
 	select {
 	case v = <-fwd.result:
 	case <-ctx.Done():
-		t.endCall(fwd, errCallerCancelled)
 		if !t.reuse {
+			t.endCall(fwd, errCallerCancelled)
 			<-fwd.result // the reader may be using sink; the tunnel's end makes it stop
+			return ctx.Err()
 		}
+		// The caller's stream is not touched from here on. Ending the call may wait for a request frame
+		// held by flow control (until the drain timeout ends the tunnel): it runs aside, so that the
+		// caller's handler returns at once. endCall runs once, whoever gets there first.
+		fwd.stopSink()
+		go t.endCall(fwd, errCallerCancelled)
 		return ctx.Err()
 	}
 	return t.afterVerdict(ctx, fwd, v)

@@ -102,8 +102,6 @@ type Tunnel struct {
 
 	// fwd is the call the tunnel carries, once forwarding; nil again once the agent ended it.
 	fwd *forwarding
-	// calls is how many calls the tunnel carried.
-	calls int
 	// done is closed when the tunnel reaches TunnelDone; the Connect handler then returns endErr.
 	done chan struct{}
 
