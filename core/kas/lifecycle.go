@@ -128,15 +128,16 @@ func (s *Server) Shutdown(ctx context.Context) {
 func (s *Server) Kill() {
 	s.shutOnce.Do(func() {
 		s.ready.Store(false)
-		if s.dir != nil {
-			s.dir.Kill() // the records stay, as after a crash
-		}
-		// Connections go before the registry learns anything: no tunnel gets a clean end.
+		// Connections go first, at once, before the registry or the tracker learn anything: no tunnel
+		// gets a clean end, and no call starts on a kas that is dying.
 		for _, srv := range []*grpc.Server{s.apiServer, s.agentServer, s.privateServer} {
 			srv.Stop()
 		}
 		if s.httpTunnel != nil {
 			_ = s.httpTunnel.Close()
+		}
+		if s.dir != nil {
+			s.dir.Kill() // the records stay, as after a crash
 		}
 		s.registry.Stop()
 		s.drain(context.Background())
@@ -186,6 +187,9 @@ func stopGracefully(ctx context.Context, srv *grpc.Server) {
 
 // release closes what the servers used, once they stopped.
 func (s *Server) release() {
+	if s.dir != nil {
+		s.dir.Close()
+	}
 	if s.gateways != nil {
 		s.gateways.Close()
 	}

@@ -81,14 +81,17 @@ func (d *Directory) Start(selfURL string) {
 }
 
 // Stop stops publishing and unregisters this kas's agents (bounded by ctx), so that other kas stop
-// asking this one at once; it also stops every watch.
+// asking this one at once. Watches go on until Close: calls still finding may use other kas.
 func (d *Directory) Stop(ctx context.Context) {
 	d.reg.stop(ctx)
-	d.poll.close()
 }
 
-// Kill stops publishing and watching and leaves the records to expire, as a crash would.
+// Kill stops publishing and leaves the records to expire, as a crash would.
 func (d *Directory) Kill() {
 	d.reg.kill()
+}
+
+// Close ends every watch; call it once no call finds any more.
+func (d *Directory) Close() {
 	d.poll.close()
 }

@@ -74,7 +74,7 @@ func TestDirectoryKillLeavesRecords(t *testing.T) {
 func TestDirectoryWatchFollowsTheTracker(t *testing.T) {
 	tr := tracker.NewMemory(0)
 	d := newTestDirectory(t, tr)
-	defer d.Kill()
+	defer d.Close()
 	urls, stop := d.Watch(3)
 	defer stop()
 	_ = tr.Register(context.Background(), "grpc://other:2", 3)

@@ -51,7 +51,7 @@ func newTestFinder(t *testing.T, peers ...string) *testFinder {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(dir.Kill)
+		t.Cleanup(dir.Close)
 		cfg.Directory = dir
 	}
 	f.Finder = NewFinder(cfg)
