@@ -26,9 +26,14 @@ type faultState struct {
 	applied bool
 	proxies []*chaos.Proxy
 	window  FaultWindow
-	// killAt is when a fault that kills or stops something struck.
-	killAt time.Duration
+	// kill is when a fault that kills or stops something struck: from the start of its Apply to its
+	// return. A kill is not an instant (a kas closes its listeners, then its connections, then its
+	// tracker entries), and every call that was running at any moment of it may fail.
+	kill killWindow
 }
+
+// killWindow spans one kill; from < 0 when the fault kills nothing or was not applied.
+type killWindow struct{ from, to time.Duration }
 
 // faultTimeline applies and removes the scenario's faults on time, one change at a time.
 type faultTimeline struct {
@@ -45,7 +50,7 @@ type faultTimeline struct {
 func newFaultTimeline(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics) *faultTimeline {
 	ft := &faultTimeline{sc: sc, t: t, metrics: m}
 	for _, f := range sc.Faults {
-		ft.states = append(ft.states, &faultState{f: f, name: f.String(), killAt: -1})
+		ft.states = append(ft.states, &faultState{f: f, name: f.String(), kill: killWindow{from: -1}})
 	}
 	return ft
 }
@@ -117,10 +122,20 @@ func (ft *faultTimeline) apply(s *faultState) {
 		}
 	} else {
 		err = s.f.Process.Apply(ctx, ft.t, s.f.Select)
+		// Calls in flight during a kill may fail (max_failed: inflight_at_kill). A graceful stop
+		// drains, so only the calls running when it began count.
+		var k killWindow
 		switch s.f.Type {
-		case "kill-kas", "stop-kas", "kill-agents":
-			s.killAt = at // calls in flight now may fail: max_failed: inflight_at_kill
+		case "kill-kas", "kill-agents":
+			k = killWindow{from: at, to: time.Since(ft.start)}
+		case "stop-kas":
+			k = killWindow{from: at, to: at}
+		default:
+			k = killWindow{from: -1}
 		}
+		ft.mu.Lock()
+		s.kill = k
+		ft.mu.Unlock()
 	}
 	if err != nil {
 		ft.fail(fmt.Errorf("apply fault %s: %w", s.name, err))
@@ -187,13 +202,13 @@ func (ft *faultTimeline) windows() []FaultWindow {
 	return out
 }
 
-func (ft *faultTimeline) killTimes() []time.Duration {
+func (ft *faultTimeline) kills() []killWindow {
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
-	var out []time.Duration
+	var out []killWindow
 	for _, s := range ft.states {
-		if s.killAt >= 0 {
-			out = append(out, s.killAt)
+		if s.kill.from >= 0 {
+			out = append(out, s.kill)
 		}
 	}
 	return out

@@ -15,10 +15,11 @@ import (
 func checkObjectives(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, ft *faultTimeline) {
 	refs := map[scenario.Ref]float64{}
 	var inflight int64
-	for _, at := range ft.killTimes() {
-		inflight += inflightAt(rec, at)
+	kills := ft.kills()
+	for _, k := range kills {
+		inflight += inflightDuring(rec, k)
 	}
-	if kills := ft.killTimes(); len(kills) > 0 {
+	if len(kills) > 0 {
 		refs[scenario.RefInflightAtKill] = float64(inflight)
 	}
 	affected, known := sc.AffectedAgents()

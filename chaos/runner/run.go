@@ -292,11 +292,11 @@ func recovery(rec *recorder, windows []FaultWindow) (float64, bool) {
 	return worst, true
 }
 
-// inflightAt counts the calls running at t.
-func inflightAt(rec *recorder, t time.Duration) int64 {
+// inflightDuring counts the calls running at some moment of the kill.
+func inflightDuring(rec *recorder, k killWindow) int64 {
 	var n int64
 	for _, r := range rec.records {
-		if r.start <= t && r.end() > t {
+		if r.start <= k.to && r.end() > k.from {
 			n++
 		}
 	}

@@ -34,6 +34,7 @@ func runScenario(t *testing.T, sc *scenario.Scenario) *Summary {
 	if sum.Failure != "" {
 		t.Logf("failure: %s", sum.Failure)
 	}
+	t.Logf("calls: sent %d, ok %d, failed by code %v", sum.Calls.Sent, sum.Calls.OK, sum.Calls.FailedByCode)
 	return sum
 }
 

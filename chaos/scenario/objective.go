@@ -61,8 +61,9 @@ const (
 // Ref names a threshold the runner measures during the run.
 type Ref string
 
-// RefInflightAtKill is the number of calls in flight through a kas (as routing or gateway kas) at
-// the moment it was killed or stopped, summed over such faults.
+// RefInflightAtKill is the number of calls in flight at any moment while a kas or agent was being
+// killed (a kill takes milliseconds: listeners, then connections, then tracker entries), or at the
+// moment a graceful stop began, summed over such faults.
 const RefInflightAtKill Ref = "inflight_at_kill"
 
 // Objective is one check of a run: Metric Op Threshold, over the calls of Scope.
