@@ -66,6 +66,9 @@ type Config struct {
 	// SingleUseTunnels gives every tunnel one call, even to agents that ask for reusable tunnels: the
 	// protocol's first version, kept to measure it beside reuse.
 	SingleUseTunnels bool
+	// NoEagerGateway turns eager gateway streams off, both ways: this kas neither asks another kas for
+	// one nor announces that it serves them, as kas before them did (see routing.eagerGateway).
+	NoEagerGateway bool
 	// MaxMessageSize is the largest request or response message routed.
 	MaxMessageSize int
 

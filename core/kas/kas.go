@@ -159,6 +159,9 @@ func (s *Server) buildMetrics() (metric.Meter, *grpcprom.ServerMetrics, error) {
 // buildFinder makes the directory (with a tracker) and the finder that uses it.
 func (s *Server) buildFinder(meter metric.Meter) error {
 	fc := routing.FinderConfig{Registry: s.registry, Dialer: s.gateways, Log: s.cfg.Log}
+	if s.cfg.NoEagerGateway {
+		fc.EagerTTL = -1
+	}
 	if s.cfg.Tracker != nil {
 		dir, err := directory.New(directory.Config{
 			Tracker:         s.cfg.Tracker,

@@ -24,6 +24,7 @@ func (s *Server) newPrivateServer(creds listenerCreds, grpcMetrics *grpcprom.Ser
 		Tracer:           s.cfg.Tracer,
 		Log:              s.cfg.Log,
 		OnTunnelReady:    s.cfg.GatewayTunnelReadyHook,
+		NoEager:          s.cfg.NoEagerGateway,
 	})
 	if err != nil {
 		return nil, err

@@ -44,21 +44,33 @@ func TestRedisOutage(t *testing.T) {
 	}
 	c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Tracker: redisTracker(t, rs.Addr(), 3*time.Second, 300*time.Millisecond), Kas: short})
 	c.StartAgent(1, 1)
+	c.StartAgent(2, 1)
 	local := testgrpc.NewTestServiceClient(c.Public[1])
 	remote := testgrpc.NewTestServiceClient(c.Public[0])
-	call := func(cl testgrpc.TestServiceClient) error {
-		_, err := cl.EmptyCall(testenv.AgentCtx(testCtx(t), 1), &testpb.Empty{})
+	call := func(cl testgrpc.TestServiceClient, id int64) error {
+		_, err := cl.EmptyCall(testenv.AgentCtx(testCtx(t), id), &testpb.Empty{})
 		return err
 	}
-	testenv.Eventually(t, 5*time.Second, func() bool { return call(remote) == nil }, "remote routing never worked")
+	testenv.Eventually(t, 5*time.Second, func() bool { return call(remote, 1) == nil }, "remote routing never worked")
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		urls, err := c.Tracker.KasURLs(testCtx(t), 2)
+		return err == nil && len(urls) == 1
+	}, "agent 2 never registered in Redis")
 
 	rs.Stop()
 	for i := range 20 {
-		if err := call(local); err != nil {
+		if err := call(local, 1); err != nil {
 			t.Fatalf("local call %d with Redis down: %v", i, err)
 		}
 	}
-	if err := call(remote); err == nil {
+	// kas 1 remembers where it found agent 1 (an eager gateway): no tracker question, no outage.
+	for i := range 5 {
+		if err := call(remote, 1); err != nil {
+			t.Fatalf("remote call %d to an agent found before, with Redis down: %v", i, err)
+		}
+	}
+	// Agent 2 was never called from kas 1: finding it needs the tracker.
+	if err := call(remote, 2); err == nil {
 		t.Log("remote call succeeded with Redis down (a poll answered before the stop)")
 	}
 	errs := testenv.Value(testenv.Scrape(t, c.Metrics[0])[kas.TrackerErrorsMetric+"_total"], "op", "list")
@@ -67,7 +79,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 
 	rs.Restart() // empty: the records come back with the next refresh
-	testenv.Eventually(t, 10*time.Second, func() bool { return call(remote) == nil }, "remote routing did not recover after Redis returned")
+	testenv.Eventually(t, 10*time.Second, func() bool { return call(remote, 2) == nil }, "remote routing did not recover after Redis returned")
 }
 
 func TestTrackerEntriesOfDeadKasExpire(t *testing.T) {

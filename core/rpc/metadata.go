@@ -50,6 +50,11 @@ const (
 	// GatewayRetryTrailerKey is set by a gateway kas whose tunnel went away before the agent accepted
 	// the call: nothing happened, and the routing kas may send the call elsewhere.
 	GatewayRetryTrailerKey = RoutingHopPrefix + "gateway-retry"
+	// GatewayEagerKey, in a gateway kas's response header, says that it serves eager streams; in a
+	// routing kas's request, it asks for one: the gateway starts the call at once on an idle tunnel,
+	// without start_streaming, or answers no_tunnel and ends the stream without reading a frame. A
+	// routing kas asks only a gateway that announced it, so kas of different versions work together.
+	GatewayEagerKey = RoutingHopPrefix + "gateway-eager"
 )
 
 // TunnelReuseHeaderKey is the Connect response header with which kas accepts an agent's request for a

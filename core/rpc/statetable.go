@@ -115,6 +115,18 @@ var (
 		StateError:       {StateEOF},
 	}}
 
+	// GatewayToRoutingEager is what a gateway kas sends on an eager stream (GatewayEagerKey): the call at
+	// once on an idle tunnel, or no_tunnel and the end, having read nothing.
+	GatewayToRoutingEager = &Table{name: "gateway->routing kas (eager)", allow: map[State][]State{
+		StateStart:       {StateNoTunnel, StateTunnelReady},
+		StateNoTunnel:    {StateEOF},
+		StateTunnelReady: {StateHeader, StateError},
+		StateHeader:      {StateMessage, StateTrailer},
+		StateMessage:     {StateMessage, StateTrailer},
+		StateTrailer:     {StateError, StateEOF},
+		StateError:       {StateEOF},
+	}}
+
 	// RoutingToGateway is what the routing kas sends to a gateway kas: StartStreaming (only to the gateway
 	// it picked), then the caller's raw frames.
 	RoutingToGateway = &Table{name: "routing->gateway kas", allow: map[State][]State{

@@ -38,6 +38,8 @@ func TestAllowedSequences(t *testing.T) {
 		{GatewayToRouting, []State{StateNoTunnel, StateTunnelReady, StateHeader, StateMessage, StateTrailer, StateEOF}},
 		{GatewayToRouting, []State{StateTunnelReady, StateError, StateEOF}},
 		{RoutingToGateway, []State{StateStartStreaming, StateMessage, StateMessage, StateEOF}},
+		{GatewayToRoutingEager, []State{StateNoTunnel, StateEOF}},
+		{GatewayToRoutingEager, []State{StateTunnelReady, StateHeader, StateMessage, StateTrailer, StateEOF}},
 		// Reusable tunnels: calls one after another, each closed by call_end.
 		{AgentToKasReuse, []State{StateDescriptor, StateHeader, StateMessage, StateTrailer, StateCallEnd, StateError, StateCallEnd, StateHeader, StateTrailer, StateError, StateCallEnd, StateEOF}},
 		{AgentToKasReuse, []State{StateDescriptor, StateCallEnd, StateCallEnd, StateHeader, StateMessage, StateCallEnd, StateEOF}},
@@ -70,6 +72,8 @@ func TestViolationsNameBothStates(t *testing.T) {
 		{GatewayToRouting, []State{StateHeader}, StateStart, StateHeader},
 		{GatewayToRouting, []State{StateTunnelReady, StateNoTunnel}, StateTunnelReady, StateNoTunnel},
 		{RoutingToGateway, []State{StateMessage}, StateStart, StateMessage},
+		// An eager gateway that had no tunnel has read nothing: it must not start the call later.
+		{GatewayToRoutingEager, []State{StateNoTunnel, StateTunnelReady}, StateNoTunnel, StateTunnelReady},
 		// A single-use tunnel knows no call_end; a reusable one takes the next call only after it.
 		{AgentToKas, []State{StateDescriptor, StateHeader, StateTrailer, StateCallEnd}, StateTrailer, StateCallEnd},
 		{KasToAgent, []State{StateRequestInfo, StateCallEnd}, StateRequestInfo, StateCallEnd},
@@ -114,7 +118,7 @@ func FuzzStateTable(f *testing.F) {
 	f.Add([]byte{1, 8, 5, 9, 1})
 	f.Add([]byte{2, 11, 4, 6, 1})
 	f.Add([]byte{3, 12, 5, 1})
-	tables := []*Table{AgentToKas, KasToAgent, GatewayToRouting, RoutingToGateway, AgentToKasReuse, KasToAgentReuse}
+	tables := []*Table{AgentToKas, KasToAgent, GatewayToRouting, RoutingToGateway, AgentToKasReuse, KasToAgentReuse, GatewayToRoutingEager}
 	f.Fuzz(func(t *testing.T, seq []byte) {
 		if len(seq) == 0 {
 			return

@@ -99,3 +99,6 @@ func (c *Cluster) StartAgent(id int64, i int) *AgentEnv {
 		"agent %d never got idle tunnels on kas %d", id, i)
 	return ae
 }
+
+// StopAgent stops an agent started with StartAgent.
+func (c *Cluster) StopAgent(ae *AgentEnv) { stopAgent(ae) }

@@ -37,6 +37,9 @@ type Config struct {
 	// with the agent id and a function that breaks the found tunnel: tests use it to make that race
 	// happen on purpose. Nil in production.
 	OnTunnelReady func(agentID int64, breakTunnel func())
+	// NoEager: serve as kas before eager streams did: never announce them, and read start_streaming
+	// first on every stream.
+	NoEager bool
 }
 
 // Handler serves the private API: a routing kas asks for a tunnel to an agent and, once it picked this
@@ -71,11 +74,23 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	ctx, span := g.cfg.Tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.MD)), "kas.gateway",
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
 	defer func() { call.EndSpan(span, err) }()
+	// Every answer says that this kas serves eager streams: the routing kas may skip the find next time.
+	eager := false
+	if !g.cfg.NoEager {
+		if err := stream.SetHeader(eagerHeader); err != nil {
+			return err
+		}
+		eager = len(c.MD.Get(rpc.GatewayEagerKey)) > 0
+	}
 	found, h := reg.FindTunnel(c.AgentID, c.Service, c.Method)
 	defer h.Done()
 	if !found {
 		if err := stream.SendMsg(gatewayNoTunnel); err != nil {
 			return err
+		}
+		if eager {
+			// Nothing was read: the routing kas replays the call through its usual search.
+			return nil
 		}
 	}
 	_, fspan := g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
@@ -93,9 +108,11 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	if g.cfg.OnTunnelReady != nil {
 		g.cfg.OnTunnelReady(c.AgentID, func() { reg.Break(tun) })
 	}
-	if err := recvStartStreaming(stream); err != nil {
-		// The routing kas picked another gateway, gave up, or broke the protocol: Done gives the tunnel back.
-		return err
+	if !eager {
+		if err := recvStartStreaming(stream); err != nil {
+			// The routing kas picked another gateway, gave up, or broke the protocol: Done gives the tunnel back.
+			return err
+		}
 	}
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
 	wctx, wspan := g.cfg.Tracer.Start(ctx, "kas.forward")
@@ -127,6 +144,8 @@ func recvStartStreaming(stream grpc.ServerStream) error {
 	}
 	return nil
 }
+
+var eagerHeader = metadata.Pairs(rpc.GatewayEagerKey, "1")
 
 var (
 	gatewayNoTunnel    = &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_NoTunnel_{NoTunnel: &rpc.GatewayResponse_NoTunnel{}}}

@@ -55,6 +55,9 @@ type RequestPump struct {
 
 	mu     sync.Mutex // serializes sends to the target, in order
 	target Target
+	// provisional: the target may still refuse the call (an eager gateway), so it gets only what the
+	// replay log holds; Confirm lifts that.
+	provisional bool
 	// attached is signalled on every attach, for a pump that waits with a full log.
 	attached chan struct{}
 
@@ -87,6 +90,10 @@ func (p *RequestPump) attachTunnel(t *Tunnel) error {
 
 // Attach sends everything read so far to target, in order; then the pump feeds target.
 func (p *RequestPump) Attach(target Target) error {
+	return p.attach(target, false)
+}
+
+func (p *RequestPump) attach(target Target, provisional bool) error {
 	if tt, ok := target.(*tunnelTarget); ok && tt.info == nil {
 		tt.info = p.info
 	}
@@ -100,12 +107,30 @@ func (p *RequestPump) Attach(target Target) error {
 			return err
 		}
 	}
-	p.target = target
+	p.target, p.provisional = target, provisional
 	select {
 	case p.attached <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// AttachProvisional attaches a target that may still refuse the call having read nothing: it gets
+// frames only while they fit in the replay log, so that Detach always finds the call replayable. Confirm
+// once the target took the call.
+func (p *RequestPump) AttachProvisional(target Target) error {
+	return p.attach(target, true)
+}
+
+// Confirm makes a provisional target a plain one: the rest of the request follows.
+func (p *RequestPump) Confirm() {
+	p.mu.Lock()
+	p.provisional = false
+	p.mu.Unlock()
+	select {
+	case p.attached <- struct{}{}:
+	default:
+	}
 }
 
 // replayLog is what a new target must get first. Only record appends to the log, under mu as well: the
@@ -120,7 +145,7 @@ func (p *RequestPump) replayLog() []Frame {
 // once the agent accepted it, nor once its request outgrew the replay limit.
 func (p *RequestPump) Detach() (replayable bool) {
 	p.mu.Lock()
-	p.target = nil
+	p.target, p.provisional = nil, false
 	p.mu.Unlock()
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
@@ -163,7 +188,8 @@ func (p *RequestPump) run() {
 		}
 		p.mu.Lock()
 		// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
-		for p.target == nil && p.logFull(len(f.Data)) {
+		// A provisional target may still refuse the call: it gets no more than the log can replay.
+		for (p.target == nil || p.provisional) && p.logFull(len(f.Data)) {
 			p.mu.Unlock()
 			select {
 			case <-p.attached:
@@ -201,7 +227,7 @@ func (p *RequestPump) record(f Frame) {
 		return
 	}
 	p.logBytes += len(f.Data)
-	if p.logBytes > p.limit && p.target != nil {
+	if p.logBytes > p.limit && p.target != nil && !p.provisional {
 		p.dropLogLocked()
 		return
 	}

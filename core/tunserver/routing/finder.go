@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -38,6 +39,8 @@ type FindRequest struct {
 	// toGateway).
 	Metadata    metadata.MD
 	FindTimeout time.Duration
+	// NoEager: search even when a gateway is remembered for the agent (its eager stream missed).
+	NoEager bool
 }
 
 // Gateway is where a found call goes: a tunnel of this kas, or the gateway stream to another kas that
@@ -69,6 +72,8 @@ type remoteGateway struct {
 	stream grpc.ClientStream
 	cancel context.CancelFunc
 	url    string
+	// eager: the gateway serves eager streams.
+	eager bool
 }
 
 func (g *remoteGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
@@ -113,7 +118,10 @@ type FinderConfig struct {
 	// Zero values mean the defaults above.
 	Stagger                time.Duration
 	BackoffMin, BackoffMax time.Duration
-	Log                    *slog.Logger
+	// EagerTTL is how long the gateway where an agent was found is asked first, alone and without a
+	// round trip (see eagerGateway). Zero means DefaultEagerTTL; negative turns eager streams off.
+	EagerTTL time.Duration
+	Log      *slog.Logger
 }
 
 // Watcher watches which kas hold an agent's tunnels.
@@ -130,6 +138,8 @@ type Finder struct {
 
 	mu      sync.Mutex
 	backoff map[string]*gatewayBackoff
+	// lastGW is nil when eager streams are off.
+	lastGW *lastGateways
 }
 
 type gatewayBackoff struct {
@@ -151,7 +161,11 @@ func NewFinder(cfg FinderConfig) *Finder {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
+	f := &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
+	if cfg.EagerTTL >= 0 {
+		f.lastGW = newLastGateways(cmp.Or(cfg.EagerTTL, DefaultEagerTTL))
+	}
+	return f
 }
 
 // attemptResult is how one gateway attempt ended.
@@ -173,6 +187,12 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	if found {
 		t, _ := h.Get(ctx) // never blocks when found
 		return &localGateway{handle: h, tunnel: t}, nil
+	}
+	if f.lastGW != nil && f.cfg.Directory != nil && !req.NoEager {
+		if u, ok := f.lastGW.get(req.AgentID); ok {
+			h.Done()
+			return &eagerGateway{f: f, url: u, req: req}, nil
+		}
 	}
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
@@ -297,7 +317,7 @@ func (s *search) startNext() {
 			s.deliver(attemptResult{url: u, att: att, err: err})
 			return
 		}
-		s.deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u}, url: u, att: att})
+		s.deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u, eager: eagerOK(cs)}, url: u, att: att})
 	}()
 	s.nextStart = time.Now().Add(s.f.cfg.Stagger)
 	s.schedule()
@@ -320,6 +340,9 @@ func (s *search) result(r attemptResult) (over bool, gw Gateway, err error) {
 	case r.err == nil:
 		if r.url != "" {
 			s.f.succeeded(r.url)
+			if rg, ok := r.gw.(*remoteGateway); ok && rg.eager && s.f.lastGW != nil {
+				s.f.lastGW.remember(s.req.AgentID, r.url)
+			}
 		}
 		return true, r.gw, nil
 	case r.url == "":
@@ -390,7 +413,9 @@ func (f *Finder) attempt(ctx, findCtx context.Context, u string, req FindRequest
 	if err != nil {
 		return nil, err
 	}
-	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, call.ToGateway(req.Metadata)))
+	md := call.ToGateway(req.Metadata)
+	md.Delete(rpc.GatewayEagerKey) // a caller's own never makes a stream eager
+	streamCtx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
 	// The stream outlives the find: it carries the call afterwards. Only a find that ends first cancels it.
 	stop := context.AfterFunc(findCtx, cancel)
 	ok := false

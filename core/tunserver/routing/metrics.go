@@ -15,6 +15,10 @@ import (
 const (
 	RoutingDurationMetric = "tunnel_routing_duration"
 	RoutingTimeoutMetric  = "tunnel_routing_timeout"
+	// RoutingEagerMetric counts eager gateway streams (tunnel_routing_eager_total) by result: "taken"
+	// (the remembered gateway had an idle tunnel: no find, no round trip) or "missed" (it had none and
+	// the call was searched for as usual).
+	RoutingEagerMetric = "tunnel_routing_eager"
 )
 
 // RoutingDurationBuckets are the histogram's bucket bounds in seconds: ×4 from 1 ms to 16.384 s.
@@ -23,12 +27,15 @@ var RoutingDurationBuckets = []float64{0.001, 0.004, 0.016, 0.064, 0.256, 1.024,
 var (
 	routingStatusSuccess = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "success")))
 	routingStatusAborted = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", "aborted")))
+	eagerTaken           = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "taken")))
+	eagerMissed          = metric.WithAttributeSet(attribute.NewSet(attribute.String("result", "missed")))
 )
 
 // routingMetrics are recorded on the routing kas.
 type routingMetrics struct {
 	duration metric.Float64Histogram
 	timeouts metric.Int64Counter
+	eager    metric.Int64Counter
 }
 
 func newRoutingMetrics(m metric.Meter) (*routingMetrics, error) {
@@ -49,9 +56,23 @@ func newRoutingMetrics(m metric.Meter) (*routingMetrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", RoutingTimeoutMetric, err)
 	}
+	e, err := m.Int64Counter(RoutingEagerMetric,
+		metric.WithDescription("Calls sent to the gateway kas where the agent was last found without a find, by result: taken, or missed (searched for as usual)"),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", RoutingEagerMetric, err)
+	}
 	// Present from the start, so that dashboards and alerts see 0 rather than no data.
 	c.Add(context.Background(), 0)
-	return &routingMetrics{duration: d, timeouts: c}, nil
+	return &routingMetrics{duration: d, timeouts: c, eager: e}, nil
+}
+
+func (m *routingMetrics) eagerResult(taken bool) {
+	if taken {
+		m.eager.Add(context.Background(), 1, eagerTaken)
+	} else {
+		m.eager.Add(context.Background(), 1, eagerMissed)
+	}
 }
 
 func (m *routingMetrics) found(start time.Time) {

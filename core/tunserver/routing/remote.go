@@ -21,6 +21,11 @@ func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, p
 	defer pump.Detach()
 	checker := rpc.NewChecker(rpc.GatewayToRouting)
 	_ = checker.Next(rpc.StateTunnelReady)
+	return relayGateway(ctx, w, gw, pump, checker)
+}
+
+// relayGateway passes the gateway's answer to the caller, from tunnel_ready on (checker's state).
+func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *registry.RequestPump, checker rpc.Checker) error {
 	accepted := false
 	for {
 		var m rpc.GatewayResponse

@@ -103,12 +103,23 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 	start := time.Now()
 	pump := registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit)
 	w := &callerWriter{caller: stream}
-	for retry := false; ; retry = true {
-		gw, err := r.find(ctx, stream, c)
+	// retry: the call was withdrawn from a tunnel and is routed again; noEager: the remembered gateway
+	// had no tunnel, which is no retry (the call is found for the first time).
+	retry, noEager := false, false
+	for {
+		gw, err := r.find(ctx, stream, c, noEager)
 		if err != nil {
 			return r.findFailed(ctx, c, start, retry, err)
 		}
-		if !retry {
+		if eg, ok := gw.(*eagerGateway); ok {
+			// Found only once the gateway takes the call.
+			eg.ready = func() {
+				r.metrics.eagerResult(true)
+				if !retry {
+					r.metrics.found(start)
+				}
+			}
+		} else if !retry {
 			r.metrics.found(start)
 		}
 		wctx, wspan := r.cfg.Tracer.Start(ctx, "kas.forward")
@@ -119,9 +130,17 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		err = gw.Forward(wctx, pump, w)
 		call.EndSpan(wspan, err)
 		gw.Release()
+		if errors.Is(err, errEagerMissed) {
+			// The remembered gateway had no idle tunnel and read nothing: search, as if for the first time.
+			noEager = true
+			r.metrics.eagerResult(false)
+			r.log.Debug("eager gateway had no tunnel, searching", "agent_id", c.AgentID, "gateway", gw.URL())
+			continue
+		}
 		if errors.Is(err, registry.ErrRetryOtherTunnel) {
 			// The tunnel went away before the agent took the call: nothing happened, try again.
 			r.log.Debug("tunnel withdrawn as the call arrived, routing again", "agent_id", c.AgentID, "method", c.FullMethod, "gateway", gw.URL())
+			retry = true
 			continue
 		}
 		if err != nil {
@@ -132,9 +151,9 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 }
 
 // find finds the call's gateway, counted against its caller's waiting calls while it looks.
-func (r *Router) find(ctx context.Context, stream grpc.ServerStream, c call.Call) (Gateway, error) {
+func (r *Router) find(ctx context.Context, stream grpc.ServerStream, c call.Call, noEager bool) (Gateway, error) {
 	fctx, fspan := r.cfg.Tracer.Start(ctx, "kas.find_gateway")
-	req := FindRequest{AgentID: c.AgentID, FullMethod: c.FullMethod, Service: c.Service, Method: c.Method, Metadata: c.MD, FindTimeout: r.cfg.FindTimeout}
+	req := FindRequest{AgentID: c.AgentID, FullMethod: c.FullMethod, Service: c.Service, Method: c.Method, Metadata: c.MD, FindTimeout: r.cfg.FindTimeout, NoEager: noEager}
 	// The gateway continues the trace under this find (a copy: c.MD stays the caller's).
 	if trace.SpanContextFromContext(fctx).IsValid() {
 		req.Metadata = c.MD.Copy()

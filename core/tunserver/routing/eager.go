@@ -1,0 +1,181 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+)
+
+// Eager gateway defaults.
+const (
+	// DefaultEagerTTL is how long the finder remembers the gateway where it last found an agent's tunnel.
+	// An agent that moved costs one no_tunnel answer, so it need not be short; it bounds how long a
+	// gateway that went quiet is asked first.
+	DefaultEagerTTL = 10 * time.Second
+	// maxEagerAgents bounds the memory: only agents found at a gateway are remembered, and past this many
+	// new ones are not.
+	maxEagerAgents = 100_000
+)
+
+// errEagerMissed: the eager gateway had no idle tunnel and read nothing; the call goes through the usual
+// search.
+var errEagerMissed = errors.New("the eager gateway had no tunnel")
+
+// lastGateways remembers, per agent, the gateway kas where a find last won, when that gateway serves
+// eager streams (it said so in its response header).
+type lastGateways struct {
+	ttl time.Duration
+
+	mu sync.Mutex
+	m  map[int64]lastGateway
+}
+
+type lastGateway struct {
+	url   string
+	until time.Time
+}
+
+func newLastGateways(ttl time.Duration) *lastGateways {
+	return &lastGateways{ttl: ttl, m: map[int64]lastGateway{}}
+}
+
+func (l *lastGateways) get(agentID int64) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, ok := l.m[agentID]
+	if !ok {
+		return "", false
+	}
+	if time.Now().After(g.until) {
+		delete(l.m, agentID)
+		return "", false
+	}
+	return g.url, true
+}
+
+func (l *lastGateways) remember(agentID int64, url string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.m[agentID]; !ok && len(l.m) >= maxEagerAgents {
+		l.sweepLocked()
+		if len(l.m) >= maxEagerAgents {
+			return
+		}
+	}
+	l.m[agentID] = lastGateway{url: url, until: time.Now().Add(l.ttl)}
+}
+
+// forget drops agentID's gateway if it is still url.
+func (l *lastGateways) forget(agentID int64, url string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g, ok := l.m[agentID]; ok && g.url == url {
+		delete(l.m, agentID)
+	}
+}
+
+func (l *lastGateways) sweepLocked() {
+	now := time.Now()
+	for id, g := range l.m {
+		if now.After(g.until) {
+			delete(l.m, id)
+		}
+	}
+}
+
+// eagerGateway asks the gateway where the agent's tunnel was found last time, alone and without a find:
+// the call's frames go with the stream's opening (no more than the replay limit until the gateway
+// takes the call), so the second hop costs no round trip when the gateway has an idle tunnel. When it has
+// none it answers no_tunnel having read nothing, and the call is replayed through the usual search.
+type eagerGateway struct {
+	f      *Finder
+	url    string
+	req    FindRequest
+	cancel context.CancelFunc
+	// ready is called when the gateway took the call (the routing metrics' "found").
+	ready func()
+}
+
+func (g *eagerGateway) URL() string { return g.url }
+
+func (g *eagerGateway) Release() {
+	if g.cancel != nil {
+		g.cancel()
+	}
+}
+
+func (g *eagerGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+	conn, err := g.f.cfg.Dialer.Conn(g.url)
+	if err != nil {
+		return g.missed()
+	}
+	md := call.ToGateway(g.req.Metadata)
+	md.Set(rpc.GatewayEagerKey, "1")
+	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
+	g.cancel = cancel
+	cs, err := conn.NewStream(sctx, grpctool.BidiStreamDesc, g.req.FullMethod, grpctool.RawCallCodec())
+	if err != nil {
+		// Nothing was sent: the connection is down or refused the stream.
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		return g.missed()
+	}
+	// A failed attach means the stream is over: RecvMsg says how.
+	_ = pump.AttachProvisional(&gatewayTarget{cs: cs})
+	defer pump.Detach()
+	checker := rpc.NewChecker(rpc.GatewayToRoutingEager)
+	var m rpc.GatewayResponse
+	if err := cs.RecvMsg(&m); err != nil {
+		g.f.lastGW.forget(g.req.AgentID, g.url)
+		if ctx.Err() != nil {
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		if err == io.EOF {
+			return status.Error(codes.Unavailable, "gateway kas ended the call without an answer")
+		}
+		// The gateway may have started the call: it is not replayed.
+		return err
+	}
+	if err := checker.Next(rpc.GatewayState(&m)); err != nil {
+		g.f.lastGW.forget(g.req.AgentID, g.url)
+		return status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
+	}
+	if checker.State() == rpc.StateNoTunnel {
+		cancel()
+		if !pump.Detach() {
+			// Not reached: a provisional target never outgrows the replay log.
+			return status.Error(codes.Internal, "the call could not be replayed after the gateway had no tunnel")
+		}
+		return g.missed()
+	}
+	pump.Confirm()
+	g.f.lastGW.remember(g.req.AgentID, g.url)
+	if g.ready != nil {
+		g.ready()
+	}
+	return relayGateway(ctx, w, cs, pump, checker)
+}
+
+func (g *eagerGateway) missed() error {
+	g.f.lastGW.forget(g.req.AgentID, g.url)
+	return errEagerMissed
+}
+
+// eagerOK reports whether a gateway stream's response header announces eager streams.
+func eagerOK(cs grpc.ClientStream) bool {
+	h, err := cs.Header()
+	return err == nil && len(h.Get(rpc.GatewayEagerKey)) > 0
+}
