@@ -52,9 +52,10 @@ bench:
 chaos:
 	$(GO) run ./cmd/tunnelbench chaos --dir scenarios --out results/chaos
 
-# Regenerates the protobuf code with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc; see buf.gen.yaml).
+# Regenerates the protobuf code of every .proto with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc;
+# see buf.gen.yaml).
 generate:
-	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate --path core/rpc --path core/demo
+	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate --path core/rpc --path core/demo --path core/httptunnel
 
 lint:
 	$(GO) vet ./...
@@ -63,8 +64,13 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
 
-# Prometheus and Grafana with the project's dashboards (needs Docker); see dashboards/README.md.
+# Prometheus and Grafana with the project's dashboards (needs Docker); see dashboards/README.md, which
+# also runs the Prometheus binary without Docker. Each check names what is missing instead of a docker error.
+DASHBOARDS_NO_DOCKER := without Docker, run Prometheus on dashboards/prometheus.yml (see the section Without Docker in dashboards/README.md)
 dashboards-up:
+	@command -v docker >/dev/null 2>&1 || { echo "make dashboards-up: docker not found; $(DASHBOARDS_NO_DOCKER)" >&2; exit 1; }
+	@docker compose version >/dev/null 2>&1 || { echo "make dashboards-up: the Docker Compose plugin is missing (docker compose version fails); install it, or $(DASHBOARDS_NO_DOCKER)" >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make dashboards-up: the Docker daemon does not answer (docker info fails); start it, or $(DASHBOARDS_NO_DOCKER)" >&2; exit 1; }
 	docker compose -f dashboards/docker-compose.yml up -d
 dashboards-down:
 	docker compose -f dashboards/docker-compose.yml down

@@ -18,11 +18,6 @@ type series struct {
 	values []float64
 }
 
-// seriesColor is the i-th of the dark palette, which stays readable on white and in print.
-func seriesColor(i int) color.Color {
-	return plotutil.DarkColors[i%len(plotutil.DarkColors)]
-}
-
 func gridY() *plotter.Grid {
 	g := plotter.NewGrid()
 	g.Vertical.Color = nil
@@ -72,7 +67,7 @@ func points(c *Chart, names []string, ss []series) error {
 		if err != nil {
 			return err
 		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(4), Shape: plotutil.Shape(i)}
+		sc.GlyphStyle = draw.GlyphStyle{Color: SeriesColor(i), Radius: vg.Points(4), Shape: plotutil.Shape(i)}
 		c.Add(sc)
 		c.Legend.Add(s.name, sc)
 		drawn = true
@@ -104,7 +99,7 @@ func bars(c *Chart, names []string, ss []series) error {
 		if err != nil {
 			return err
 		}
-		b.Color = seriesColor(i)
+		b.Color = SeriesColor(i)
 		b.LineStyle.Width = 0
 		b.Offset = (vg.Length(i) - vg.Length(len(ss)-1)/2) * w
 		c.Add(b)
@@ -137,8 +132,8 @@ func lines(c *Chart, xs []float64, ss []series) error {
 		if err != nil {
 			return err
 		}
-		l.Color = seriesColor(i)
-		sc.GlyphStyle = draw.GlyphStyle{Color: seriesColor(i), Radius: vg.Points(3), Shape: plotutil.Shape(i)}
+		l.Color = SeriesColor(i)
+		sc.GlyphStyle = draw.GlyphStyle{Color: SeriesColor(i), Radius: vg.Points(3), Shape: plotutil.Shape(i)}
 		c.Add(l, sc)
 		c.Legend.Add(s.name, l, sc)
 	}

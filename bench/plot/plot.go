@@ -5,6 +5,7 @@
 package plot
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -103,13 +104,21 @@ func Write(dir string, s *bench.Summary, formats ...Format) ([]string, error) {
 	return files, nil
 }
 
-// Encode writes the chart in format f, DefaultHeight high.
+// Encode writes the chart in format f, DefaultHeight high. SVG names font fallbacks (SVGFontFamily).
 func (c *Chart) Encode(w io.Writer, f Format) error {
 	wt, err := c.WriterTo(c.Width, DefaultHeight, string(f))
 	if err != nil {
 		return err
 	}
-	_, err = wt.WriteTo(w)
+	if f != SVG {
+		_, err = wt.WriteTo(w)
+		return err
+	}
+	var b bytes.Buffer
+	if _, err := wt.WriteTo(&b); err != nil {
+		return err
+	}
+	_, err = w.Write(withFontFallbacks(b.Bytes()))
 	return err
 }
 
@@ -150,6 +159,7 @@ func NewChart(title, xLabel, yLabel string, width vg.Length) *Chart {
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	p.Legend.Top = true
+	useChartFont(p)
 	p.Add(gridY())
 	return &Chart{Plot: p, Width: width}
 }

@@ -2,10 +2,10 @@ package plot
 
 import (
 	"fmt"
-
-	"github.com/tunnelbench/tunnelbench/bench"
 	"strconv"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/bench"
 )
 
 // RoutingBuckets is one case's tunnel_routing_duration histogram: Counts[i] routings took at most

@@ -14,7 +14,6 @@ import (
 
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
 	benchplot "github.com/tunnelbench/tunnelbench/bench/plot"
@@ -184,7 +183,7 @@ func plotSteps(c *benchplot.Chart, s *Summary, ss []plotSeries, keep func(float6
 				return err
 			}
 			l.StepStyle = plotter.PostStep
-			l.Color = plotutil.DarkColors[i%len(plotutil.DarkColors)]
+			l.Color = benchplot.SeriesColor(i)
 			l.Width = vg.Points(1.5)
 			c.Add(l)
 			legend[i] = l
