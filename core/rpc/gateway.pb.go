@@ -27,6 +27,14 @@ const (
 
 // StartStreaming is the first request frame the routing kas sends to the one gateway it picked. Gateways
 // that were not picked never receive it; they put their found tunnel back.
+//
+// Eager streams skip it. A routing kas that found an agent's tunnel at a gateway remembers that gateway
+// for a while; when the gateway announced eager streams (response header kas-hop-gateway-eager) and
+// this kas has no idle tunnel of the agent, the next call asks that gateway alone, with the request
+// header kas-hop-gateway-eager, and sends the caller's frames at once (no more than the replay limit
+// until tunnel_ready). The gateway either claims an idle tunnel, sends tunnel_ready and starts the
+// call, or sends no_tunnel and ends the stream without reading a frame; then the routing kas replays
+// the call through the usual search. The second hop costs no round trip when the gateway has a tunnel.
 type StartStreaming struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -66,6 +74,7 @@ func (*StartStreaming) Descriptor() ([]byte, []int) {
 // GatewayResponse is one message from the gateway kas to the routing kas.
 //
 // Order: [no_tunnel], tunnel_ready, header, message*, trailer, [error], EOF; or tunnel_ready, error, EOF.
+// On an eager stream also: no_tunnel, EOF.
 type GatewayResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
