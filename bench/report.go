@@ -53,6 +53,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 			ratioCell(r, func(r *Ratio) float64 { return r.CallsPerSec }),
 			ratioCell(r, func(r *Ratio) float64 { return r.BytesPerSec }))
 	}
+	writeRoutingNote(&b, s)
 	if len(s.Scale) > 0 {
 		b.WriteString("\n## Scale\n\n")
 		b.WriteString("| agents | tunnels | connect s | kas heap B/tunnel | kas goroutines/tunnel | agent heap B/tunnel | agent heap B/agent | routing p99 µs | calls | errors |\n")
