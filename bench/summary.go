@@ -14,6 +14,8 @@ type Summary struct {
 	Env    Env           `json:"env"`
 	Cases  []CaseResult  `json:"cases"`
 	Scale  []ScaleResult `json:"scale"`
+	// MergedFrom lists the runs that tunnelbench merge combined into this summary.
+	MergedFrom []MergedRun `json:"merged_from,omitempty"`
 }
 
 // Env records what the run ran on (result.Env, which chaos summaries share).
@@ -67,6 +69,8 @@ type CaseResult struct {
 	RatioToDirect *Ratio           `json:"ratio_to_direct"`
 	// Pair is the name of the direct case this one is compared with.
 	Pair string `json:"direct_pair,omitempty"`
+	// LatencyHDR is Latency's whole histogram (result.EncodeHistogram), which merges across runs.
+	LatencyHDR string `json:"latency_hdr,omitempty"`
 }
 
 // ScaleResult is one step of the scale case.
