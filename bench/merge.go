@@ -51,25 +51,28 @@ func Merge(runs []MergeInput) (*Summary, error) {
 		return nil, fmt.Errorf("merge needs at least two runs, got %d", len(runs))
 	}
 	hists := make([]map[string]*hdrhistogram.Histogram, len(runs))
+	// What is wrong with one file first, then how two differ.
 	for i, r := range runs {
 		if err := mergeable(r); err != nil {
 			return nil, err
-		}
-		if i > 0 {
-			if err := sameRun(runs[0], r); err != nil {
-				return nil, err
-			}
-		}
-		for _, prev := range runs[:i] {
-			if filepath.Clean(prev.Dir) == filepath.Clean(r.Dir) || sameSummary(prev.Summary, r.Summary) {
-				return nil, fmt.Errorf("%s and %s are the same run: it would count twice", prev.Dir, r.Dir)
-			}
 		}
 		h, err := caseHistograms(r)
 		if err != nil {
 			return nil, err
 		}
 		hists[i] = h
+	}
+	for i, r := range runs {
+		for _, prev := range runs[:i] {
+			if filepath.Clean(prev.Dir) == filepath.Clean(r.Dir) || sameSummary(prev.Summary, r.Summary) {
+				return nil, fmt.Errorf("%s and %s are the same run: it would count twice", prev.Dir, r.Dir)
+			}
+		}
+		if i > 0 {
+			if err := sameRun(runs[0], r); err != nil {
+				return nil, err
+			}
+		}
 	}
 	first := runs[0].Summary
 	out := &Summary{Schema: SummarySchema, Env: first.Env}
@@ -212,10 +215,10 @@ func listSome(names []string) string {
 
 // sameSummary: two copies of one run (the same start, machine and histograms) under two names.
 func sameSummary(a, b *Summary) bool {
-	if !a.Env.StartedAt.Equal(b.Env.StartedAt) || a.Env.GitCommit != b.Env.GitCommit || a.Env.CPUModel != b.Env.CPUModel {
+	if !a.Env.StartedAt.Equal(b.Env.StartedAt) || a.Env.GitCommit != b.Env.GitCommit || a.Env.CPUModel != b.Env.CPUModel || len(a.Cases) != len(b.Cases) {
 		return false
 	}
-	for i := range min(len(a.Cases), len(b.Cases)) {
+	for i := range a.Cases {
 		if a.Cases[i].LatencyHDR != b.Cases[i].LatencyHDR {
 			return false
 		}

@@ -41,7 +41,7 @@ func runMerge(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return cli.Usagef("merge needs at least two runs' directories, got %d", len(dirs))
 	}
 	for _, d := range dirs {
-		if runDir(d) == filepath.Clean(*out) {
+		if sameDir(runDir(d), *out) {
 			return cli.Usagef("--out %s is one of the runs: its summary.json would be overwritten", *out)
 		}
 	}
@@ -71,10 +71,16 @@ func runMerge(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	return nil
 }
 
+func sameDir(a, b string) bool {
+	aa, errA := filepath.Abs(a)
+	ab, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && aa == ab
+}
+
 // runDir is the results directory a RUN argument names.
 func runDir(arg string) string {
 	if filepath.Base(arg) == "summary.json" {
 		return filepath.Dir(arg)
 	}
-	return filepath.Clean(arg)
+	return arg
 }
