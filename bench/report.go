@@ -36,6 +36,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	e := s.Env
 	fmt.Fprintf(&b, "Run of %s on %s/%s, %d CPUs (GOMAXPROCS %d)%s, %s, gRPC %s, commit `%s`.\n\n",
 		e.StartedAt.Format("2006-01-02 15:04 UTC"), e.OS, e.Arch, e.CPUs, e.GOMAXPROCS, cpuSuffix(e.CPUModel), e.Go, e.GRPC, shortCommit(e.GitCommit))
+	writeMergedNote(&b, s)
 	b.WriteString("Ratios are tunnel ÷ direct, measured in the same run: for latency lower is better, for throughput higher is better.\n\n")
 	b.WriteString("## Cases\n\n")
 	b.WriteString("| case | p50 µs | p90 µs | p99 µs | p99.9 µs | calls/s | MB/s | allocs/call | errors | routing p99 µs | p50 ×direct | p99 ×direct | calls/s ×direct | bytes/s ×direct |\n")
@@ -53,6 +54,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 			ratioCell(r, func(r *Ratio) float64 { return r.CallsPerSec }),
 			ratioCell(r, func(r *Ratio) float64 { return r.BytesPerSec }))
 	}
+	writeRoutingNote(&b, s)
 	if len(s.Scale) > 0 {
 		b.WriteString("\n## Scale\n\n")
 		b.WriteString("| agents | tunnels | connect s | kas heap B/tunnel | kas goroutines/tunnel | agent heap B/tunnel | agent heap B/agent | routing p99 µs | calls | errors |\n")

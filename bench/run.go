@@ -291,6 +291,8 @@ func caseResult(c Case, mode string, r *load.Result) *CaseResult {
 		AllocsPerCall: r.AllocsPerCall,
 		Latency:       result.LatencyOf(r.Latency),
 	}
+	// Without it (never seen: encoding fails only on a corrupt histogram) merge names this case.
+	cr.LatencyHDR, _ = result.EncodeHistogram(r.Latency)
 	if r.Errors > 0 {
 		cr.ErrorsByCode = map[string]int64{}
 		for code, n := range r.ByCode {

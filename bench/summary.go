@@ -14,6 +14,8 @@ type Summary struct {
 	Env    Env           `json:"env"`
 	Cases  []CaseResult  `json:"cases"`
 	Scale  []ScaleResult `json:"scale"`
+	// MergedFrom lists the runs that tunnelbench merge combined into this summary.
+	MergedFrom []MergedRun `json:"merged_from,omitempty"`
 }
 
 // Env records what the run ran on (result.Env, which chaos summaries share).
@@ -22,12 +24,17 @@ type Env = result.Env
 // Latency percentiles in microseconds (result.Latency, which chaos summaries share).
 type Latency = result.Latency
 
-// Routing is what the routing kas recorded during a case. Percentiles are estimated from the
-// tunnel_routing_duration histogram's buckets, as Prometheus's histogram_quantile does.
+// Routing is what the routing kas recorded during a case. Percentiles are estimated from the histogram
+// named by Source: tunnel_routing_duration_exponential_seconds (within ResolutionPct), or the
+// tunnel_routing_duration_seconds buckets (1 ms first) of a kas without it.
 type Routing struct {
 	P50us    float64 `json:"p50_us"`
 	P99us    float64 `json:"p99_us"`
 	Timeouts int64   `json:"timeouts"`
+	// Source is the kas metric the percentiles come from; ResolutionPct bounds their error in percent
+	// (0: the buckets', which is up to a bucket's width).
+	Source        string  `json:"source,omitempty"`
+	ResolutionPct float64 `json:"resolution_pct,omitempty"`
 	// BucketBoundsS are the histogram's finite upper bounds in seconds; BucketCounts has one count per
 	// bucket (not cumulative), plus one for routings above the last bound.
 	BucketBoundsS []float64 `json:"bucket_bounds_s,omitempty"`
@@ -62,6 +69,8 @@ type CaseResult struct {
 	RatioToDirect *Ratio           `json:"ratio_to_direct"`
 	// Pair is the name of the direct case this one is compared with.
 	Pair string `json:"direct_pair,omitempty"`
+	// LatencyHDR is Latency's whole histogram (result.EncodeHistogram), which merges across runs.
+	LatencyHDR string `json:"latency_hdr,omitempty"`
 }
 
 // ScaleResult is one step of the scale case.

@@ -203,7 +203,7 @@ func (k *Kas) config(cfg KasConfig, opened map[HopKind]net.Listener) (kas.Config
 		}
 	}
 	var err error
-	if k.Metrics, err = metrics.New(); err != nil {
+	if k.Metrics, err = kas.NewMetrics(); err != nil {
 		return kc, err
 	}
 	kc.Metrics = k.Metrics

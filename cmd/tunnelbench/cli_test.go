@@ -109,6 +109,8 @@ func TestBenchProcesses(t *testing.T) {
 		}
 		if c.Path == "tunnel-2hop" && (c.Routing == nil || c.RatioToDirect == nil) {
 			t.Errorf("%s: routing %v, ratio %v", c.Name, c.Routing, c.RatioToDirect)
+		} else if c.Path == "tunnel-2hop" && c.Routing.Source != "tunnel_routing_duration_exponential_seconds" {
+			t.Errorf("%s: routing percentiles from %q, not the scraped exponential histogram", c.Name, c.Routing.Source)
 		}
 	}
 	if !paths["direct"] || !paths["tunnel-public"] || !paths["tunnel-2hop"] || paths["tunnel"] {

@@ -19,6 +19,7 @@ Usage:
   tunnelbench bench [flags]    run the benchmark matrix (tunnel vs direct gRPC) and write results
   tunnelbench scenario run FILE  run one chaos scenario (faults on every link, objectives) and write results
   tunnelbench chaos            run every scenario in scenarios/ (make chaos), results in results/chaos/
+  tunnelbench merge RUN RUN...  merge one matrix's runs from several load hosts into one report
   tunnelbench demo-server      serve the demo service on plain gRPC (an upstream for agentk --expose)
   tunnelbench help             show this help
 
@@ -43,6 +44,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runScenarioCmd(ctx, args[1:], stdout, stderr)
 	case "chaos":
 		return runChaos(ctx, args[1:], stdout, stderr)
+	case "merge":
+		return runMerge(ctx, args[1:], stdout, stderr)
 	case "demo-server":
 		return runDemoServer(ctx, args[1:], stdout)
 	case "kas":

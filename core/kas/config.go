@@ -111,7 +111,8 @@ type Config struct {
 	// OTLPEndpoint is used by Main to make Tracer (see tracing.Provider).
 	OTLPEndpoint string
 
-	// Metrics is where kas records its metrics. Nil creates a provider with Go runtime metrics.
+	// Metrics is where kas records its metrics: a provider from NewMetrics, or nil for one with Go runtime
+	// metrics. A provider from metrics.New lacks the exponential routing histogram's aggregation.
 	Metrics *metrics.Provider
 	Log     *slog.Logger
 }

@@ -136,7 +136,7 @@ func (s *Server) buildTracker() error {
 func (s *Server) buildMetrics() (metric.Meter, *grpcprom.ServerMetrics, error) {
 	s.metrics = s.cfg.Metrics
 	if s.metrics == nil {
-		mp, err := metrics.New(metrics.WithRuntimeMetrics())
+		mp, err := NewMetrics(metrics.WithRuntimeMetrics())
 		if err != nil {
 			return nil, nil, err
 		}

@@ -45,6 +45,8 @@ func TestMetricsByValue(t *testing.T) {
 	}
 	check("tunnel_routing_duration_seconds", 5, "status", "success")
 	check("tunnel_routing_duration_seconds", 1, "status", "aborted")
+	check("tunnel_routing_duration_exponential_seconds", 5, "status", "success")
+	check("tunnel_routing_duration_exponential_seconds", 1, "status", "aborted")
 	check("tunnel_routing_timeout_total", 1)
 	check("tunnel_tunnels", idle, "state", "idle")
 	check("tunnel_tunnels", 0, "state", "busy")
@@ -59,8 +61,17 @@ func TestMetricsByValue(t *testing.T) {
 	for _, b := range h.GetMetric()[0].GetHistogram().GetBucket() {
 		bounds = append(bounds, b.GetUpperBound())
 	}
-	if !slices.Equal(bounds, routing.RoutingDurationBuckets) {
-		t.Errorf("buckets %v, want %v", bounds, routing.RoutingDurationBuckets)
+	// The seed's buckets are a contract: the exponential histogram is beside them, not instead.
+	if want := []float64{0.001, 0.004, 0.016, 0.064, 0.256, 1.024, 4.096, 16.384}; !slices.Equal(bounds, want) || !slices.Equal(routing.RoutingDurationBuckets, want) {
+		t.Errorf("buckets %v, want %v", bounds, want)
+	}
+	if h.GetMetric()[0].GetHistogram().Schema != nil {
+		t.Error("tunnel_routing_duration_seconds became a native histogram")
+	}
+	for _, em := range m["tunnel_routing_duration_exponential_seconds"].GetMetric() {
+		if eh := em.GetHistogram(); eh.Schema == nil || eh.GetSchema() < 4 || len(eh.GetBucket()) != 0 {
+			t.Errorf("tunnel_routing_duration_exponential_seconds: schema %v (want native, >= 4), %d classic buckets", eh.Schema, len(eh.GetBucket()))
+		}
 	}
 
 	am := testenv.Scrape(t, ae.Metrics)

@@ -29,13 +29,30 @@ type Provider struct {
 type Option func(*options)
 
 type options struct {
-	runtime bool
+	runtime     bool
+	exponential []string
 }
 
 // WithRuntimeMetrics adds the Go runtime and process collectors (go_*, process_*). Use it once per
 // process, on the provider that the process's /metrics serves.
 func WithRuntimeMetrics() Option {
 	return func(o *options) { o.runtime = true }
+}
+
+// Exponential histogram limits (WithExponentialHistograms). Prometheus serves native histograms at scale
+// 8 at most (the exporter downscales finer ones); 512 buckets keep scale 4 or finer, each bucket
+// 2^(1/16) wide so that a quantile is within 4.5%, while the values recorded over the process's life
+// span up to 2^32 (1 µs to over an hour).
+const (
+	ExponentialMaxSize  = 512
+	ExponentialMaxScale = 8
+)
+
+// WithExponentialHistograms aggregates the histogram instruments with these names as base-2 exponential
+// histograms (Prometheus native histograms) instead of explicit buckets: an instrument recorded beside
+// a bucketed one gets a resolution its buckets cannot give.
+func WithExponentialHistograms(names ...string) Option {
+	return func(o *options) { o.exponential = append(o.exponential, names...) }
 }
 
 // New returns a provider with its own registry.
@@ -61,8 +78,16 @@ func New(opts ...Option) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
+	mpOpts := []sdkmetric.Option{sdkmetric.WithReader(exp)}
+	for _, name := range o.exponential {
+		mpOpts = append(mpOpts, sdkmetric.WithView(sdkmetric.NewView(
+			sdkmetric.Instrument{Name: name, Kind: sdkmetric.InstrumentKindHistogram},
+			// Min and max would be over the process's life, not a scrape's: of no use.
+			sdkmetric.Stream{Aggregation: sdkmetric.AggregationBase2ExponentialHistogram{MaxSize: ExponentialMaxSize, MaxScale: ExponentialMaxScale, NoMinMax: true}},
+		)))
+	}
 	return &Provider{
-		meterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)),
+		meterProvider: sdkmetric.NewMeterProvider(mpOpts...),
 		registry:      reg,
 	}, nil
 }

@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +72,8 @@ func (tr *testRouter) call(t *testing.T, caller string, request ...string) (*fak
 	return s, tr.route(t, s)
 }
 
-// routingMetrics are the routing histogram's counts by status and the timeout counter's value.
+// routingMetrics are the routing histogram's counts by status and the timeout counter's value. The
+// exponential twin must have counted the same routings.
 func (tr *testRouter) routingMetrics(t *testing.T) (byStatus map[string]uint64, timeouts int64) {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -79,13 +81,23 @@ func (tr *testRouter) routingMetrics(t *testing.T) (byStatus map[string]uint64, 
 		t.Fatal(err)
 	}
 	byStatus = map[string]uint64{}
+	twin := map[string]uint64{}
+	defer func() {
+		if !maps.Equal(byStatus, twin) {
+			t.Errorf("%s counted %v, %s %v", RoutingDurationMetric, byStatus, RoutingDurationExponentialMetric, twin)
+		}
+	}()
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			switch d := m.Data.(type) {
 			case metricdata.Histogram[float64]:
+				counts := map[string]map[string]uint64{RoutingDurationMetric: byStatus, RoutingDurationExponentialMetric: twin}[m.Name]
+				if counts == nil {
+					t.Fatalf("unexpected histogram %s", m.Name)
+				}
 				for _, dp := range d.DataPoints {
 					st, _ := dp.Attributes.Value("status")
-					byStatus[st.AsString()] += dp.Count
+					counts[st.AsString()] += dp.Count
 				}
 			case metricdata.Sum[int64]:
 				for _, dp := range d.DataPoints {
