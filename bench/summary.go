@@ -21,8 +21,8 @@ type Summary struct {
 	Schema string `json:"schema"`
 	Env    Env    `json:"env"`
 	// Settings are how the run measured; nil in a v1 summary, which did not record them.
-	Settings *Settings    `json:"settings,omitempty"`
-	Cases    []CaseResult `json:"cases"`
+	Settings *Settings     `json:"settings,omitempty"`
+	Cases    []CaseResult  `json:"cases"`
 	Scale    []ScaleResult `json:"scale"`
 }
 
