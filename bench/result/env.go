@@ -17,13 +17,18 @@ import (
 
 // Env records what a run ran on, so that figures are never read without their machine.
 type Env struct {
-	Go         string `json:"go"`
-	GRPC       string `json:"grpc"`
-	CPUs       int    `json:"cpus"`
-	GOMAXPROCS int    `json:"gomaxprocs"`
-	OS         string `json:"os"`
-	Arch       string `json:"arch"`
-	CPUModel   string `json:"cpu_model,omitempty"`
+	Go         string    `json:"go"`
+	GRPC       string    `json:"grpc"`
+	CPUs       int       `json:"cpus"`
+	GOMAXPROCS int       `json:"gomaxprocs"`
+	OS         string    `json:"os"`
+	Arch       string    `json:"arch"`
+	CPUModel   string    `json:"cpu_model,omitempty"`
+	GitCommit  string    `json:"git_commit"`
+	StartedAt  time.Time `json:"started_at"`
+	Quick      bool      `json:"quick,omitempty"`
+	Target     string    `json:"target,omitempty"`
+
 	// Kernel is the running kernel's release (Linux: /proc/sys/kernel/osrelease).
 	Kernel string `json:"kernel,omitempty"`
 	// LoadAvg is the machine's 1, 5 and 15 minute load average when the run started: how busy the
@@ -31,10 +36,6 @@ type Env struct {
 	// load included); a run sets it with LoadAverage.
 	LoadAvg    []float64 `json:"load_avg,omitempty"`
 	LoadAvgEnd []float64 `json:"load_avg_end,omitempty"`
-	GitCommit  string    `json:"git_commit"`
-	StartedAt  time.Time `json:"started_at"`
-	Quick      bool      `json:"quick,omitempty"`
-	Target     string    `json:"target,omitempty"`
 }
 
 // CollectEnv describes this machine and build.
