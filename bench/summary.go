@@ -18,12 +18,13 @@ const SummarySchemaV1 = "tunnelbench/bench/v1"
 
 // Summary is summary.json.
 type Summary struct {
-	Schema string `json:"schema"`
-	Env    Env    `json:"env"`
+	Schema string        `json:"schema"`
+	Env    Env           `json:"env"`
+	Cases  []CaseResult  `json:"cases"`
+	Scale  []ScaleResult `json:"scale"`
+
 	// Settings are how the run measured; nil in a v1 summary, which did not record them.
-	Settings *Settings     `json:"settings,omitempty"`
-	Cases    []CaseResult  `json:"cases"`
-	Scale    []ScaleResult `json:"scale"`
+	Settings *Settings `json:"settings,omitempty"`
 }
 
 // Env records what the run ran on (result.Env, which chaos summaries share).
