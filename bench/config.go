@@ -91,7 +91,7 @@ func (c Config) Plan() (Plan, error) {
 		Warmup:   cmpDuration(c.Warmup, DefaultWarmup),
 		Duration: cmpDuration(c.Duration, DefaultDuration),
 		Rounds:   c.Rounds,
-		Topology: TopologyConfig{Transport: c.Transport, Processes: c.Processes, TargetSecurity: c.TargetSecurity},
+		Topology: TopologyConfig{Transport: c.Transport, Processes: c.Processes},
 		HTTPRate: c.HTTPRate,
 		// A negative or NaN rate stays, for Options to report.
 		MaxErrorRate: c.MaxErrorRate,
@@ -130,6 +130,8 @@ func (c Config) Plan() (Plan, error) {
 		if _, err := c.TargetSecurity.dialOptions(); err != nil {
 			errs = append(errs, err)
 		}
+	} else if !c.TargetSecurity.IsZero() {
+		errs = append(errs, errTargetSecurity)
 	}
 	if len(errs) == 0 {
 		errs = append(errs, opts.matchProblem())
@@ -218,6 +220,7 @@ func parseList[T any](flag, list string, parse func(string) (T, error)) ([]T, []
 // direct service; no HTTP cases.
 func (c Config) target(opts *Options) {
 	opts.Topology.Target, opts.Topology.TargetDirect, opts.Topology.TargetMetrics = c.Target, c.TargetDirect, c.TargetMetrics
+	opts.Topology.TargetSecurity = c.TargetSecurity
 	opts.AgentID = c.TargetAgent
 	if c.Paths == "" {
 		opts.Matrix.Paths = []Path{PathDirect, PathTunnelPublic}

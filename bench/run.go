@@ -108,7 +108,7 @@ func (o Options) problems() []error {
 		errs = append(errs, errors.New("--target and --processes exclude each other"))
 	}
 	if o.Topology.Target == "" && !o.Topology.TargetSecurity.IsZero() {
-		errs = append(errs, errors.New("--kas-tls, --kas-ca-file, --kas-server-name, --tls-cert-file, --tls-key-file and --token-file need --target"))
+		errs = append(errs, errTargetSecurity)
 	}
 	return errs
 }

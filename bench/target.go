@@ -33,6 +33,8 @@ type TargetSecurity struct {
 	TokenFile string
 }
 
+var errTargetSecurity = errors.New("--kas-tls, --kas-ca-file, --kas-server-name, --tls-cert-file, --tls-key-file and --token-file need --target")
+
 // TLSOn says whether calls to the target use TLS.
 func (s TargetSecurity) TLSOn() bool { return s.TLS || s.CAFile != "" }
 
