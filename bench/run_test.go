@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,20 @@ func checkSchema(t *testing.T, path string) {
 	}
 	if _, ok := doc["scale"]; !ok {
 		t.Error("summary lacks scale")
+	}
+	settings, _ := doc["settings"].(map[string]any)
+	need(settings, "settings", map[string]string{"warmup_s": "number", "duration_s": "number", "rounds": "number", "topology": "string",
+		"http_rate": "number", "max_error_rate": "number"})
+	if runtime.GOOS == "linux" {
+		need(env, "env", map[string]string{"kernel": "string", "load_avg": "array", "load_avg_end": "array"})
+	}
+	if rounds, _ := settings["rounds"].(float64); rounds > 1 {
+		for _, c := range cases {
+			cm := c.(map[string]any)
+			need(cm, "case", map[string]string{"rounds": "array", "spread": "object"})
+			if _, paired := cm["direct_pair"]; paired {
+				need(cm, "case", map[string]string{"ratio_spread": "object"})
+			}
+		}
 	}
 }
