@@ -288,3 +288,20 @@ func TestComparisonTerminalWidth(t *testing.T) {
 		t.Errorf("no refusal or warning:\n%s", b.String())
 	}
 }
+
+// TestCompareTargetWithoutDirect: a --target run without a direct baseline has no ratios: its own
+// figures' changes are shown, nothing is judged, and its failed case says so.
+func TestCompareTargetWithoutDirect(t *testing.T) {
+	old, newer := targetSummary(t), targetSummary(t)
+	newer.Cases[0].Latency.P50 = 264 // +10%
+	c := Compare(old, newer)
+	if len(c.Refused) != 0 || len(c.Regressions()) != 0 {
+		t.Fatalf("refused %q, regressions %v", c.Refused, c.Regressions())
+	}
+	if got := termChange(c.Cases[0], MetricP50); got != "+10.0%" {
+		t.Errorf("p50 change %q, want +10.0%%", got)
+	}
+	if v, w := c.shortVerdict(c.Cases[0]), c.shortVerdict(c.Cases[1]); v != "no ratio" || w != "FAILED new" {
+		t.Errorf("verdicts %q, %q", v, w)
+	}
+}

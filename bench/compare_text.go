@@ -22,9 +22,9 @@ func WriteComparisonTable(w io.Writer, c Comparison) error {
 		b.WriteString(wrap("WARNING: "+warn+".", TerminalWidth, "  ") + "\n")
 	}
 	b.WriteString(wrap(c.ruleText(), TerminalWidth, "") + "\n")
-	b.WriteString(wrap("Changes are old → new: of a direct case's own figures, of a tunneled case's ratios to direct "+
-		"(what is judged); ! worse beyond threshold and spread, + better beyond them. Spread: the larger of "+
-		"the two runs' spreads over rounds (p50 / calls/s).", TerminalWidth, "") + "\n\n")
+	b.WriteString(wrap("Changes are old → new: of a tunneled case's ratios to direct (what is judged), of its own "+
+		"figures when it has no ratio, of a direct case's own figures; ! worse beyond threshold and spread, + better "+
+		"beyond them. Spread: the larger of the two runs' spreads over rounds (p50 / calls/s).", TerminalWidth, "") + "\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "case\tp50\tp99\tcalls/s\tbytes/s\tspread\tverdict")
 	for _, cc := range c.Cases {
@@ -52,13 +52,12 @@ func WriteComparisonTable(w io.Writer, c Comparison) error {
 }
 
 // termChange is the relative change of the figure a case is judged on for metric m ("+32.0%!"): the
-// ratio to direct for a tunneled case, the figure itself for a direct one; "-" when either run lacks it.
+// ratio to direct for a tunneled case, the figure itself for a direct one and for a tunneled case
+// without ratios (a --target run without --target-direct: shown, not judged); "-" when either run
+// lacks it.
 func termChange(cc CaseChange, m Metric) string {
-	var old, new float64
-	switch {
-	case cc.Direct:
-		old, new = m.of(&cc.Old), m.of(&cc.New)
-	case cc.Old.RatioToDirect != nil && cc.New.RatioToDirect != nil:
+	old, new := m.of(&cc.Old), m.of(&cc.New)
+	if !cc.Direct && cc.Old.RatioToDirect != nil && cc.New.RatioToDirect != nil {
 		old, new = m.ofRatio(cc.Old.RatioToDirect), m.ofRatio(cc.New.RatioToDirect)
 	}
 	r, ok := rel(new, old)
