@@ -22,7 +22,7 @@ func comparability(old, new *Summary) (refusals, warnings []string) {
 		refuse("platform", oe.OS+"/"+oe.Arch, ne.OS+"/"+ne.Arch)
 	}
 	if oe.CPUModel != ne.CPUModel && oe.CPUModel != "" && ne.CPUModel != "" {
-		refuse("CPU", quoted(oe.CPUModel), quoted(ne.CPUModel))
+		refuse("CPU", curlyQuoted(oe.CPUModel), curlyQuoted(ne.CPUModel))
 	}
 	if oe.CPUs != ne.CPUs {
 		refuse("CPUs", oe.CPUs, ne.CPUs)
@@ -93,7 +93,7 @@ func comparability(old, new *Summary) (refusals, warnings []string) {
 	return refusals, warnings
 }
 
-func quoted(s string) string { return "“" + s + "”" }
+func curlyQuoted(s string) string { return "“" + s + "”" }
 
 func seconds(s float64) string { return fmt.Sprintf("%gs", s) }
 
