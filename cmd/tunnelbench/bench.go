@@ -128,9 +128,16 @@ func report(stdout io.Writer, dir string, sum, baseline *bench.Summary, baseline
 		cmp.OldName, cmp.NewName = baselineName, dir
 		c = &cmp
 	}
-	files, err := write(dir, sum, c)
+	files, err := write(dir, sum)
 	if err != nil {
 		return nil, err
+	}
+	if c != nil {
+		path, err := writeComparison(dir, *c)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, path)
 	}
 	fmt.Fprintln(stdout)
 	if err := bench.WriteTable(stdout, sum); err != nil {
@@ -183,6 +190,27 @@ func failedText(sum *bench.Summary, failures int) string {
 	return strings.Join(parts, " and ") + " failed (errors by code above)"
 }
 
+// writeComparison adds the comparison's section to dir/report.md and writes dir/compare.json, which it
+// returns.
+func writeComparison(dir string, c bench.Comparison) (string, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "report.md"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.WriteString(f, "\n")
+	if err == nil {
+		err = bench.WriteComparisonSection(f, c)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, bench.CompareFile)
+	return path, writeFile(path, func(w io.Writer) error { return bench.WriteComparisonJSON(w, c) })
+}
+
 // agentsCommand runs a scale step's agents in a child process of this very binary, so that the agents'
 // heap is measured apart from kas's.
 func agentsCommand() func(kasAddr string, count, tunnels int) *exec.Cmd {
@@ -195,33 +223,14 @@ func agentsCommand() func(kasAddr string, count, tunnels int) *exec.Cmd {
 	}
 }
 
-// write writes summary.json, report.md (with the comparison's section when there is one), compare.json
-// and the plots, and returns the files written.
-func write(dir string, sum *bench.Summary, c *bench.Comparison) ([]string, error) {
+// write writes summary.json, report.md and the plots, and returns the files written.
+func write(dir string, sum *bench.Summary) ([]string, error) {
 	if err := sum.WriteJSON(dir); err != nil {
 		return nil, err
 	}
 	files := []string{filepath.Join(dir, "summary.json"), filepath.Join(dir, "report.md")}
-	if err := writeFile(files[1], func(w io.Writer) error {
-		if err := bench.WriteMarkdown(w, sum); err != nil {
-			return err
-		}
-		if c == nil {
-			return nil
-		}
-		if _, err := io.WriteString(w, "\n"); err != nil {
-			return err
-		}
-		return bench.WriteComparisonSection(w, *c)
-	}); err != nil {
+	if err := writeFile(files[1], func(w io.Writer) error { return bench.WriteMarkdown(w, sum) }); err != nil {
 		return nil, err
-	}
-	if c != nil {
-		path := filepath.Join(dir, bench.CompareFile)
-		if err := writeFile(path, func(w io.Writer) error { return bench.WriteComparisonJSON(w, *c) }); err != nil {
-			return nil, err
-		}
-		files = append(files, path)
 	}
 	plots, err := plot.WriteAll(filepath.Join(dir, "plots"), sum)
 	if err != nil {
