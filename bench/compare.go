@@ -1,12 +1,8 @@
 package bench
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"slices"
-	"strings"
-	"text/tabwriter"
 )
 
 // Comparison defaults: see Compare for the rule they take part in.
@@ -64,6 +60,12 @@ func (m Metric) ofRatio(r *Ratio) float64 {
 // Comparison is what changed from one run to another, case by case.
 type Comparison struct {
 	Old, New Env
+	// OldName and NewName say where the runs' summaries are, for the reports (optional).
+	OldName, NewName string
+	// Refused lists how the two runs measured differently (machine or settings): their figures are
+	// still shown side by side, but no case is judged. Warnings are differences that do not stop the
+	// comparison but may move figures (see comparability).
+	Refused, Warnings []string
 	// Noise is, per metric, the median over the direct cases present in both runs of how much the
 	// metric moved (relative, either way). NoiseCases is how many direct cases that took.
 	Noise      map[Metric]float64
@@ -85,7 +87,14 @@ type CaseChange struct {
 	// (a latency ratio ×1.25, a throughput ratio ÷1.25), negative is better. Only metrics with a
 	// ratio in both runs are present, so it is empty for direct cases.
 	Worsening map[Metric]float64
-	// Regressed and Improved list the metrics whose ratio moved beyond the threshold.
+	// Spread is, per metric, the larger of the two runs' spreads over rounds of what is judged: the
+	// ratio to direct for a tunneled case, the figure itself for a direct one. Absent for runs of one
+	// round (and v1 runs, which did not record rounds).
+	Spread map[Metric]float64
+	// Failed says that the case failed in the old or the new run (CaseResult.Failed, or errors in a v1
+	// run): its figures describe errors, so it is not judged.
+	OldFailed, NewFailed bool
+	// Regressed and Improved list the metrics whose ratio moved beyond the threshold and the spread.
 	Regressed, Improved []Metric
 }
 
@@ -98,9 +107,15 @@ type CaseChange struct {
 // flagged as regressed on a metric when its ratio worsened by more than
 // max(CompareMinWorsening, CompareNoiseFactor × noise) — for p50 and p99 the ratio grew by that
 // factor, for calls/s and bytes/s it shrank by it — and as improved when it got better by as much.
-// With no direct case in both runs the noise is unknown and CompareMinWorsening alone applies.
+// With no direct case in both runs the noise is unknown and CompareMinWorsening alone applies. A ratio
+// must also have moved by more than its spread over rounds in either run (CaseChange.Spread): a change
+// the rounds of one run already span is not a change between runs.
+//
+// Nothing is judged when the runs measured differently (Comparison.Refused), and a case that failed in
+// either run is not judged either.
 func Compare(old, new *Summary) Comparison {
 	c := Comparison{Old: old.Env, New: new.Env, Noise: map[Metric]float64{}, Threshold: map[Metric]float64{}}
+	c.Refused, c.Warnings = comparability(old, new)
 	oldByName := map[string]*CaseResult{}
 	for i := range old.Cases {
 		oldByName[old.Cases[i].Name] = &old.Cases[i]
@@ -114,7 +129,8 @@ func Compare(old, new *Summary) Comparison {
 			continue
 		}
 		seen[n.Name] = true
-		c.Cases = append(c.Cases, CaseChange{Name: n.Name, Direct: n.Path == string(PathDirect), Old: *o, New: *n})
+		c.Cases = append(c.Cases, CaseChange{Name: n.Name, Direct: n.Path == string(PathDirect), Old: *o, New: *n,
+			Spread: maxSpread(*o, *n), OldFailed: failedIn(old, o), NewFailed: failedIn(new, n)})
 	}
 	for _, o := range old.Cases {
 		if !seen[o.Name] {
@@ -124,7 +140,7 @@ func Compare(old, new *Summary) Comparison {
 
 	moves := map[Metric][]float64{}
 	for _, cc := range c.Cases {
-		if !cc.Direct {
+		if !cc.Direct || cc.OldFailed || cc.NewFailed {
 			continue
 		}
 		c.NoiseCases++
@@ -142,7 +158,7 @@ func Compare(old, new *Summary) Comparison {
 	for i := range c.Cases {
 		cc := &c.Cases[i]
 		cc.Worsening = map[Metric]float64{}
-		if cc.Direct || cc.Old.RatioToDirect == nil || cc.New.RatioToDirect == nil {
+		if cc.Direct || cc.Old.RatioToDirect == nil || cc.New.RatioToDirect == nil || cc.OldFailed || cc.NewFailed {
 			continue
 		}
 		for _, m := range Metrics {
@@ -154,7 +170,10 @@ func Compare(old, new *Summary) Comparison {
 				r = 1 / r
 			}
 			cc.Worsening[m] = r - 1
-			switch t := c.Threshold[m]; {
+			if len(c.Refused) > 0 {
+				continue
+			}
+			switch t := max(c.Threshold[m], cc.Spread[m]); {
 			case r-1 > t:
 				cc.Regressed = append(cc.Regressed, m)
 			case 1/r-1 > t:
@@ -176,6 +195,50 @@ func (c Comparison) Regressions() []CaseChange {
 	return out
 }
 
+// Improvements lists the cases flagged as improved.
+func (c Comparison) Improvements() []CaseChange {
+	var out []CaseChange
+	for _, cc := range c.Cases {
+		if len(cc.Improved) > 0 {
+			out = append(out, cc)
+		}
+	}
+	return out
+}
+
+// maxSpread is, per metric, the larger spread over rounds of the two runs of a case: of its ratios to
+// direct for a tunneled case, of its figures for a direct one; nil when neither run has rounds.
+func maxSpread(o, n CaseResult) map[Metric]float64 {
+	pick := func(c CaseResult) *Spread {
+		if c.Path == string(PathDirect) || c.Path == string(PathHTTPDirect) {
+			return c.Spread
+		}
+		return c.RatioSpread
+	}
+	so, sn := pick(o), pick(n)
+	if so == nil && sn == nil {
+		return nil
+	}
+	out := map[Metric]float64{}
+	for _, m := range Metrics {
+		for _, s := range []*Spread{so, sn} {
+			if s != nil {
+				out[m] = max(out[m], s.of(m))
+			}
+		}
+	}
+	return out
+}
+
+// failedIn says whether case c of run s failed: as marked, or, in a v1 run that did not mark failures,
+// with any error.
+func failedIn(s *Summary, c *CaseResult) bool {
+	if s.Schema == SummarySchemaV1 {
+		return c.Errors > 0 || c.Calls == 0
+	}
+	return c.Failed
+}
+
 // rel is a/b when both are positive numbers.
 func rel(a, b float64) (float64, bool) {
 	if !(a > 0) || !(b > 0) || math.IsInf(a, 0) || math.IsInf(b, 0) {
@@ -195,126 +258,4 @@ func median(xs []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// WriteComparison writes the comparison as Markdown: the rule with this pair's noise and thresholds,
-// then one row per case with old → new and the change of each figure, then the cases only one run has.
-func WriteComparison(w io.Writer, c Comparison) error {
-	var b strings.Builder
-	b.WriteString("# tunnelbench comparison\n\n")
-	fmt.Fprintf(&b, "Old: %s. New: %s.\n\n", runLine(c.Old), runLine(c.New))
-	b.WriteString(c.ruleText())
-	b.WriteString("\n\n")
-	header, rows := c.rows()
-	b.WriteString("| " + strings.Join(header, " | ") + " |\n")
-	b.WriteString("|---" + strings.Repeat("|--:", len(header)-2) + "|---|\n")
-	for _, r := range rows {
-		b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-	}
-	if len(c.OnlyOld) > 0 {
-		fmt.Fprintf(&b, "\nOnly in the old run: %s.\n", strings.Join(c.OnlyOld, ", "))
-	}
-	if len(c.OnlyNew) > 0 {
-		fmt.Fprintf(&b, "\nOnly in the new run: %s.\n", strings.Join(c.OnlyNew, ", "))
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-// WriteComparisonTable writes the comparison as an aligned text table, for the terminal.
-func WriteComparisonTable(w io.Writer, c Comparison) error {
-	if _, err := fmt.Fprintf(w, "%s\n\n", c.ruleText()); err != nil {
-		return err
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	header, rows := c.rows()
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	var err error
-	if len(c.OnlyOld) > 0 {
-		_, err = fmt.Fprintf(w, "only in the old run: %s\n", strings.Join(c.OnlyOld, ", "))
-	}
-	if len(c.OnlyNew) > 0 && err == nil {
-		_, err = fmt.Fprintf(w, "only in the new run: %s\n", strings.Join(c.OnlyNew, ", "))
-	}
-	return err
-}
-
-func runLine(e Env) string {
-	return fmt.Sprintf("%s, commit `%s`", e.StartedAt.UTC().Format("2006-01-02 15:04 UTC"), shortCommit(e.GitCommit))
-}
-
-func (c Comparison) ruleText() string {
-	var noise, thr []string
-	for _, m := range Metrics {
-		noise = append(noise, fmt.Sprintf("%s ±%.1f%%", m, 100*c.Noise[m]))
-		thr = append(thr, fmt.Sprintf("%s %.1f%%", m, 100*c.Threshold[m]))
-	}
-	return fmt.Sprintf("Noise (median move of the %d direct cases in both runs): %s. "+
-		"A tunneled case is flagged when a ratio to direct worsened by more than max(%.0f%%, %g × noise): %s; "+
-		"such a ratio is marked with !.",
-		c.NoiseCases, strings.Join(noise, ", "), 100*CompareMinWorsening, CompareNoiseFactor, strings.Join(thr, ", "))
-}
-
-func (c Comparison) rows() (header []string, rows [][]string) {
-	header = []string{"case", "p50 µs", "p99 µs", "calls/s", "MB/s", "p50 ×direct", "p99 ×direct", "calls/s ×direct", "bytes/s ×direct", "verdict"}
-	for _, cc := range c.Cases {
-		o, n := &cc.Old, &cc.New
-		row := []string{cc.Name,
-			changeCell("%.0f", float64(o.Latency.P50), float64(n.Latency.P50)),
-			changeCell("%.0f", float64(o.Latency.P99), float64(n.Latency.P99)),
-			changeCell("%.0f", o.CallsPerSec, n.CallsPerSec),
-			changeCell("%.1f", o.BytesPerSec/1e6, n.BytesPerSec/1e6),
-		}
-		for _, m := range Metrics {
-			if o.RatioToDirect == nil || n.RatioToDirect == nil {
-				row = append(row, "-")
-				continue
-			}
-			cell := changeCell("%.2f", m.ofRatio(o.RatioToDirect), m.ofRatio(n.RatioToDirect))
-			if slices.Contains(cc.Regressed, m) {
-				cell += " !"
-			}
-			row = append(row, cell)
-		}
-		rows = append(rows, append(row, verdict(cc)))
-	}
-	return header, rows
-}
-
-// changeCell is "old → new (+x%)".
-func changeCell(format string, old, new float64) string {
-	s := fmt.Sprintf(format+" → "+format, old, new)
-	if r, ok := rel(new, old); ok {
-		s += fmt.Sprintf(" (%+.1f%%)", 100*(r-1))
-	}
-	return s
-}
-
-func verdict(cc CaseChange) string {
-	names := func(ms []Metric) string {
-		var s []string
-		for _, m := range ms {
-			s = append(s, string(m)+" ×direct")
-		}
-		return strings.Join(s, ", ")
-	}
-	switch {
-	case cc.Direct:
-		return "baseline"
-	case len(cc.Worsening) == 0:
-		return "no ratio"
-	case len(cc.Regressed) > 0 && len(cc.Improved) > 0:
-		return "REGRESSED " + names(cc.Regressed) + "; improved " + names(cc.Improved)
-	case len(cc.Regressed) > 0:
-		return "REGRESSED " + names(cc.Regressed)
-	case len(cc.Improved) > 0:
-		return "improved " + names(cc.Improved)
-	}
-	return "within noise"
 }

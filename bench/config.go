@@ -53,6 +53,11 @@ type Config struct {
 	// --target-direct, --target-metrics, --target-agent).
 	Target, TargetDirect, TargetMetrics string
 	TargetAgent                         int64
+	// TargetSecurity is how to reach a secured Target (--kas-tls, --kas-ca-file, --kas-server-name,
+	// --tls-cert-file, --tls-key-file, --token-file): agentk's flags for the same things.
+	TargetSecurity TargetSecurity
+	// MaxErrorRate is the share of failed calls a case tolerates, 0 to 1 (--max-error-rate).
+	MaxErrorRate float64
 	// HTTPRate of the HTTP cases, 0 to MaxHTTPRate; 0 skips them (--http-rate).
 	HTTPRate float64
 	// Scale lists the scale case's agent counts (--scale): empty means DefaultScaleSteps (QuickScaleSteps
@@ -64,7 +69,7 @@ type Config struct {
 
 // DefaultConfig is the configuration of tunnelbench bench without flags.
 func DefaultConfig() Config {
-	return Config{Rounds: DefaultRounds, Transport: TransportTCP, TargetAgent: 1, HTTPRate: DefaultHTTPRate}
+	return Config{Rounds: DefaultRounds, Transport: TransportTCP, TargetAgent: 1, HTTPRate: DefaultHTTPRate, MaxErrorRate: DefaultMaxErrorRate}
 }
 
 // Plan is a checked Config: what a bench run does.
@@ -88,6 +93,9 @@ func (c Config) Plan() (Plan, error) {
 		Rounds:   c.Rounds,
 		Topology: TopologyConfig{Transport: c.Transport, Processes: c.Processes},
 		HTTPRate: c.HTTPRate,
+		// A negative or NaN rate stays, for Options to report.
+		MaxErrorRate: c.MaxErrorRate,
+		Quick:        c.Quick,
 	}
 	steps := DefaultScaleSteps
 	if c.Quick {
@@ -119,6 +127,11 @@ func (c Config) Plan() (Plan, error) {
 		}
 		c.target(&opts)
 		steps = nil
+		if _, err := c.TargetSecurity.dialOptions(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if !c.TargetSecurity.IsZero() {
+		errs = append(errs, errTargetSecurity)
 	}
 	if len(errs) == 0 {
 		errs = append(errs, opts.matchProblem())
@@ -207,6 +220,7 @@ func parseList[T any](flag, list string, parse func(string) (T, error)) ([]T, []
 // direct service; no HTTP cases.
 func (c Config) target(opts *Options) {
 	opts.Topology.Target, opts.Topology.TargetDirect, opts.Topology.TargetMetrics = c.Target, c.TargetDirect, c.TargetMetrics
+	opts.Topology.TargetSecurity = c.TargetSecurity
 	opts.AgentID = c.TargetAgent
 	if c.Paths == "" {
 		opts.Matrix.Paths = []Path{PathDirect, PathTunnelPublic}

@@ -75,7 +75,7 @@ func Merge(runs []MergeInput) (*Summary, error) {
 		}
 	}
 	first := runs[0].Summary
-	out := &Summary{Schema: SummarySchema, Env: first.Env}
+	out := &Summary{Schema: SummarySchema, Env: first.Env, Settings: first.Settings}
 	for _, r := range runs {
 		out.MergedFrom = append(out.MergedFrom, MergedRun{Dir: r.Dir, Env: r.Summary.Env, TimedS: timedSeconds(r.Summary)})
 		if r.Summary.Env.StartedAt.Before(out.Env.StartedAt) {
@@ -250,6 +250,8 @@ func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.
 	out := *runs[0].Summary.caseNamed(name)
 	out.Calls, out.Errors, out.CallsPerSec, out.BytesPerSec, out.OfferedPerSec = 0, 0, 0, 0, 0
 	out.ErrorsByCode, out.Routing, out.RatioToDirect = nil, nil, nil
+	// Rounds belong to one host's run: their spread says nothing about the merged figures.
+	out.Rounds, out.Spread, out.RatioSpread = nil, nil, nil
 	lat := load.NewHistogram()
 	allocs := 0.0
 	for i, r := range runs {
@@ -273,6 +275,7 @@ func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.
 	if out.Calls > 0 {
 		out.AllocsPerCall = allocs / float64(out.Calls)
 	}
+	out.Failed = tooManyErrors(out.Calls, out.Errors, runs[0].Summary.maxErrorRate())
 	out.Latency = result.LatencyOf(lat)
 	enc, err := result.EncodeHistogram(lat)
 	if err != nil {

@@ -45,6 +45,11 @@ type Options struct {
 	// HTTPRate, when positive, adds the HTTP cases: vegeta at this rate (requests/s, at most
 	// MaxHTTPRate) against the same upstream directly and through kas's HTTP listener.
 	HTTPRate float64
+	// MaxErrorRate is the share of failed calls (0 to 1) a case tolerates; a case above it, or one
+	// where no call finished, is marked failed (DefaultMaxErrorRate: none tolerated).
+	MaxErrorRate float64
+	// Quick is recorded in the summary: the run is the --quick one.
+	Quick bool
 }
 
 // DefaultHTTPRate is the rate of the HTTP cases.
@@ -90,6 +95,9 @@ func (o Options) problems() []error {
 	if o.Rounds < 0 || o.Rounds > MaxRounds {
 		errs = append(errs, roundsError(o.Rounds))
 	}
+	if !(o.MaxErrorRate >= 0 && o.MaxErrorRate <= 1) {
+		errs = append(errs, fmt.Errorf("--max-error-rate must be between 0 and 1 (a share of the calls), got %v", o.MaxErrorRate))
+	}
 	if o.HTTPRate < 0 || o.HTTPRate > MaxHTTPRate {
 		errs = append(errs, fmt.Errorf("--http-rate must be between 0 and 1e6, got %v", o.HTTPRate))
 	}
@@ -98,6 +106,9 @@ func (o Options) problems() []error {
 	}
 	if o.Topology.Target != "" && o.Topology.Processes {
 		errs = append(errs, errors.New("--target and --processes exclude each other"))
+	}
+	if o.Topology.Target == "" && !o.Topology.TargetSecurity.IsZero() {
+		errs = append(errs, errTargetSecurity)
 	}
 	return errs
 }
@@ -126,6 +137,8 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	groups := opts.Matrix.Groups()
 	started := time.Now()
 	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(started)}
+	sum.Env.Quick, sum.Env.Target = opts.Quick, opts.Topology.Target
+	defer func() { sum.Env.LoadAvgEnd = result.LoadAverage() }()
 	opts.Topology.SingleUseAgent = opts.Topology.SingleUseAgent || opts.Matrix.NeedsSingleUseAgent()
 	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
 		opts.Topology.Kas = opts.Matrix.NeedsKas()
@@ -139,6 +152,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		defer cancel()
 		topo.Close(cctx)
 	}()
+	sum.Settings = opts.settings(topo.cfg)
 	if opts.Metrics != nil {
 		for i, g := range topo.Gatherers {
 			defer opts.Metrics.Attach("kas", fmt.Sprint(i), g)()
@@ -172,8 +186,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			if res.Path == string(PathDirect) {
 				direct = res
 			} else if direct != nil {
-				res.Pair = direct.Name
-				res.RatioToDirect = ratio(res, direct)
+				pair(res, direct)
 			}
 			sum.Cases = append(sum.Cases, *res)
 		}
@@ -200,6 +213,13 @@ func groupName(g Group) string {
 	return fmt.Sprintf("%s/c%d", g.Spec, g.Concurrency)
 }
 
+// pair makes direct the tunneled case c's pair: its ratios, over the whole case and round by round.
+func pair(c, direct *CaseResult) {
+	c.Pair = direct.Name
+	c.RatioToDirect = ratio(c, direct)
+	c.RatioSpread = ratioSpread(c.Rounds, direct.Rounds)
+}
+
 // runGroup runs a group's paths in turns: warm-up for each, then rounds × (each path for its share of
 // the duration), so that pairs share the machine's conditions.
 func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds int) ([]*CaseResult, error) {
@@ -221,6 +241,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 		}
 	}
 	merged := make([]*load.Result, len(cases))
+	perRound := make([][]RoundResult, len(cases))
 	routing := make([]*routingAcc, len(cases))
 	slice := opts.Duration / time.Duration(rounds)
 	for range rounds {
@@ -237,6 +258,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 			if c.Path != PathDirect && len(topo.Gatherers) > 0 {
 				routing[i] = addRouting(routing[i], before, snapshotRouting(topo.Gatherers))
 			}
+			perRound[i] = append(perRound[i], roundOf(res))
 			if merged[i] == nil {
 				merged[i] = res
 			} else {
@@ -246,7 +268,7 @@ func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds
 	}
 	out := make([]*CaseResult, len(cases))
 	for i, c := range cases {
-		out[i] = caseResult(c, "closed", merged[i])
+		out[i] = caseResult(c, "closed", merged[i], perRound[i], opts.MaxErrorRate)
 		if routing[i] != nil {
 			out[i].Routing = routing[i].finish()
 		}
@@ -275,7 +297,9 @@ func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
 	}
 }
 
-func caseResult(c Case, mode string, r *load.Result) *CaseResult {
+// caseResult is a case's figures from its merged result and its rounds; failed calls count as calls and
+// errors, never as throughput (load.Result's rates count successful calls only).
+func caseResult(c Case, mode string, r *load.Result, rounds []RoundResult, maxErrorRate float64) *CaseResult {
 	cr := &CaseResult{
 		Name:          c.Name(),
 		Path:          string(c.Path),
@@ -290,6 +314,10 @@ func caseResult(c Case, mode string, r *load.Result) *CaseResult {
 		OfferedPerSec: r.Offered,
 		AllocsPerCall: r.AllocsPerCall,
 		Latency:       result.LatencyOf(r.Latency),
+		Failed:        tooManyErrors(r.Calls, r.Errors, maxErrorRate),
+	}
+	if len(rounds) > 1 {
+		cr.Rounds, cr.Spread = rounds, spreadOf(rounds)
 	}
 	// Without it (never seen: encoding fails only on a corrupt histogram) merge names this case.
 	cr.LatencyHDR, _ = result.EncodeHistogram(r.Latency)
@@ -333,6 +361,7 @@ func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int)
 		{PathHTTPTunnel, topo.HTTPTunnel + "/agents/1/payload"},
 	}
 	merged := make([]*load.Result, len(targets))
+	perRound := make([][]RoundResult, len(targets))
 	for r := range rounds {
 		for i, tg := range targets {
 			gen := load.HTTP{Target: vegeta.Target{Method: "GET", URL: tg.url}, Rate: opts.HTTPRate, Duration: opts.Duration / time.Duration(rounds)}
@@ -343,6 +372,7 @@ func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", httpCaseName(opts.HTTPRate, tg.path), err)
 			}
+			perRound[i] = append(perRound[i], roundOf(res))
 			if merged[i] == nil {
 				merged[i] = res
 			} else {
@@ -353,11 +383,10 @@ func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int)
 	out := make([]CaseResult, len(targets))
 	for i, tg := range targets {
 		c := Case{Spec: ShapeSpec{Shape: "http-get", Payload: HTTPPayload}, Path: tg.path}
-		cr := caseResult(c, "open", merged[i])
+		cr := caseResult(c, "open", merged[i], perRound[i], opts.MaxErrorRate)
 		cr.Name = httpCaseName(opts.HTTPRate, tg.path)
 		out[i] = *cr
 	}
-	out[1].Pair = out[0].Name
-	out[1].RatioToDirect = ratio(&out[1], &out[0])
+	pair(&out[1], &out[0])
 	return out, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,6 +98,35 @@ func TestErrorsAreCounted(t *testing.T) {
 	if tunnel.Routing == nil || tunnel.Routing.Timeouts != tunnel.Errors {
 		t.Fatalf("routing timeouts %+v, want %d", tunnel.Routing, tunnel.Errors)
 	}
+	// Failed calls are no throughput, and they fail the case (the run tolerates no error by default).
+	if !tunnel.Failed || tunnel.CallsPerSec != 0 || tunnel.BytesPerSec != 0 || tunnel.RatioToDirect.CallsPerSec != 0 {
+		t.Errorf("tunnel case: failed %v, calls/s %v, bytes/s %v, ratio %+v", tunnel.Failed, tunnel.CallsPerSec, tunnel.BytesPerSec, tunnel.RatioToDirect)
+	}
+	if direct := sum.Cases[0]; direct.Failed || direct.Errors != 0 || direct.CallsPerSec <= 0 {
+		t.Errorf("direct case: failed %v, %d errors, calls/s %v", direct.Failed, direct.Errors, direct.CallsPerSec)
+	}
+	if f := sum.Failures(); len(f) != 1 || !strings.Contains(f[0], "unary-64B/c4/tunnel: ") || !strings.Contains(f[0], "(DeadlineExceeded ") {
+		t.Errorf("failures %q", f)
+	}
+}
+
+// TestMaxErrorRateTolerates: with every call failing, only a tolerated rate of 1 keeps the case from
+// failing; the settings record the rate.
+func TestMaxErrorRateTolerates(t *testing.T) {
+	sum := tinyRun(t, Options{
+		Matrix:       Matrix{Paths: []Path{PathDirect, PathTunnel}, Shapes: []ShapeSpec{{load.ShapeUnary, 64}}, Concurrency: []int{2}},
+		Duration:     200 * time.Millisecond,
+		AgentID:      99,
+		MaxErrorRate: 1,
+		Topology:     TopologyConfig{FindTimeout: 20 * time.Millisecond, Transport: TransportBufconn},
+	})
+	if c := sum.Cases[1]; c.Failed || c.Errors == 0 || len(sum.Failures()) != 0 {
+		t.Errorf("case %s: failed %v with %d errors; failures %q", c.Name, c.Failed, c.Errors, sum.Failures())
+	}
+	if s := sum.Settings; s == nil || s.MaxErrorRate != 1 || s.Topology != TopologyInProcess || s.Transport != "bufconn" || s.Rounds != 1 ||
+		s.DurationS != 0.2 || s.Kas != 1 || s.Agents != 1 || s.TunnelsPerAgent != DefaultTunnelsPerAgent || s.Target != nil {
+		t.Errorf("settings %+v", s)
+	}
 }
 
 // checkSchema checks summary.json against the documented schema: every field present with its type.
@@ -159,5 +190,20 @@ func checkSchema(t *testing.T, path string) {
 	}
 	if _, ok := doc["scale"]; !ok {
 		t.Error("summary lacks scale")
+	}
+	settings, _ := doc["settings"].(map[string]any)
+	need(settings, "settings", map[string]string{"warmup_s": "number", "duration_s": "number", "rounds": "number", "topology": "string",
+		"http_rate": "number", "max_error_rate": "number"})
+	if runtime.GOOS == "linux" {
+		need(env, "env", map[string]string{"kernel": "string", "load_avg": "array", "load_avg_end": "array"})
+	}
+	if rounds, _ := settings["rounds"].(float64); rounds > 1 {
+		for _, c := range cases {
+			cm := c.(map[string]any)
+			need(cm, "case", map[string]string{"rounds": "array", "spread": "object"})
+			if _, paired := cm["direct_pair"]; paired {
+				need(cm, "case", map[string]string{"ratio_spread": "object"})
+			}
+		}
 	}
 }

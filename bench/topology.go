@@ -62,6 +62,8 @@ type TopologyConfig struct {
 	Target        string
 	TargetDirect  string
 	TargetMetrics string
+	// TargetSecurity is how calls reach a secured Target: TLS and a caller token.
+	TargetSecurity TargetSecurity
 }
 
 func (c *TopologyConfig) defaults() error {
@@ -357,10 +359,15 @@ func (t *Topology) startHTTPUpstream() error {
 	return nil
 }
 
-// targetTopology is an existing deployment: nothing is started, calls go to its public API.
+// targetTopology is an existing deployment: nothing is started, calls go to its public API, with TLS
+// and a caller token when TargetSecurity says so.
 func targetTopology(cfg TopologyConfig) (*Topology, error) {
 	t := &Topology{cfg: cfg}
-	pub, err := dialCaller(cfg.Target, cfg.MaxMessageSize)
+	secure, err := cfg.TargetSecurity.dialOptions()
+	if err != nil {
+		return nil, err
+	}
+	pub, err := topology.Dial(topology.Route{Target: cfg.Target}, append([]grpc.DialOption{topology.MaxMessageSize(cfg.MaxMessageSize)}, secure...)...)
 	if err != nil {
 		return nil, fmt.Errorf("--target %s: %w", cfg.Target, err)
 	}
@@ -372,7 +379,15 @@ func targetTopology(cfg TopologyConfig) (*Topology, error) {
 		}
 	}
 	if cfg.TargetMetrics != "" {
-		t.Gatherers = []prometheus.Gatherer{scrapeGatherer{url: cfg.TargetMetrics, client: &http.Client{Timeout: 5 * time.Second}}}
+		client := &http.Client{Timeout: 5 * time.Second}
+		if tc, _ := cfg.TargetSecurity.tlsConfig(); tc != nil {
+			// kas --tls-metrics serves the same certificate as its API. Scrapes are a few per case: no
+			// idle connection is kept, so none outlives the run.
+			tr := http.DefaultTransport.(*http.Transport).Clone()
+			tr.TLSClientConfig, tr.DisableKeepAlives = tc, true
+			client.Transport = tr
+		}
+		t.Gatherers = []prometheus.Gatherer{scrapeGatherer{url: cfg.TargetMetrics, client: client}}
 	}
 	return t, nil
 }

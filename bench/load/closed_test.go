@@ -32,8 +32,9 @@ func TestClosedLoopCountsErrorsByCode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Calls != calls || res.Latency.TotalCount() != calls || res.Bytes != 2*calls {
-		t.Fatalf("calls %d, histogram %d, bytes %d; want %d calls", res.Calls, res.Latency.TotalCount(), res.Bytes, calls)
+	// The calls return 2 bytes whether they fail or not: only the 400 successful ones count.
+	if res.Calls != calls || res.Latency.TotalCount() != calls || res.Bytes != 2*400 || res.OK() != 400 {
+		t.Fatalf("calls %d, histogram %d, bytes %d, ok %d; want %d calls, 800 bytes", res.Calls, res.Latency.TotalCount(), res.Bytes, res.OK(), calls)
 	}
 	want := map[codes.Code]int64{codes.OK: 400, codes.Unavailable: 200, codes.DeadlineExceeded: 200, codes.Unknown: 200}
 	for c, w := range want {
@@ -66,5 +67,25 @@ func TestClosedLoopKeepsCallsThatEndLate(t *testing.T) {
 	}
 	if res.Offered != 0 || res.Missed != 0 {
 		t.Errorf("a closed loop offers no rate and misses nothing: offered %v missed %d", res.Offered, res.Missed)
+	}
+}
+
+// TestFailedCallsAreNoThroughput: calls that fail at once, each claiming a 1 MiB payload (as a refused
+// unary echo does), are all counted as errors and give zero calls/s and zero bytes/s.
+func TestFailedCallsAreNoThroughput(t *testing.T) {
+	newCall := func() Call {
+		return func(context.Context) (int, error) {
+			return 2 << 20, status.Error(codes.Unavailable, "connection refused")
+		}
+	}
+	res, err := ClosedLoop{Workers: 2, Duration: time.Second, MaxCalls: 500}.Run(testContext(t, 30*time.Second), newCall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Calls != 500 || res.Errors != 500 || res.ByCode[codes.Unavailable] != 500 {
+		t.Fatalf("calls %d errors %d by code %v, want 500 Unavailable", res.Calls, res.Errors, res.ByCode)
+	}
+	if res.Bytes != 0 || res.CallsPerSecond() != 0 || res.BytesPerSecond() != 0 {
+		t.Errorf("bytes %d, calls/s %v, bytes/s %v; want all zero", res.Bytes, res.CallsPerSecond(), res.BytesPerSecond())
 	}
 }

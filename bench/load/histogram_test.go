@@ -76,7 +76,8 @@ func TestHistogramClamps(t *testing.T) {
 	within(t, "max", res.Latency.Max(), histMax, 0.001)
 }
 
-// TestResultAdd: folding runs adds counts and histograms.
+// TestResultAdd: folding runs adds counts and histograms; failed calls count as calls and errors, never
+// as bytes or calls/s.
 func TestResultAdd(t *testing.T) {
 	a, b := newRecorder(), newRecorder()
 	for i := range 100 {
@@ -87,7 +88,7 @@ func TestResultAdd(t *testing.T) {
 	rb := merge([]*recorder{b}, time.Second, 300)
 	rb.Missed, rb.ByHTTPStatus = 4, map[int]int64{200: 90, 503: 10}
 	ra.Add(rb)
-	if ra.Calls != 200 || ra.Errors != 10 || ra.Bytes != 300 || ra.Elapsed != 2*time.Second || ra.Missed != 4 {
+	if ra.Calls != 200 || ra.Errors != 10 || ra.OK() != 190 || ra.Bytes != 100+90*2 || ra.Elapsed != 2*time.Second || ra.Missed != 4 {
 		t.Fatalf("after Add: %+v", ra)
 	}
 	if ra.AllocsPerCall != 2 {
@@ -98,7 +99,10 @@ func TestResultAdd(t *testing.T) {
 	}
 	within(t, "p25", ra.Quantile(25), 1000, 0.01)
 	within(t, "p75", ra.Quantile(75), 3000, 0.01)
-	if got := ra.CallsPerSecond(); got != 100 {
-		t.Errorf("calls/s %v, want 100", got)
+	if got := ra.CallsPerSecond(); got != 95 {
+		t.Errorf("calls/s %v, want 95 (successful calls only)", got)
+	}
+	if got := ra.BytesPerSecond(); got != 140 {
+		t.Errorf("bytes/s %v, want 140 (successful calls only)", got)
 	}
 }

@@ -31,7 +31,7 @@ const (
 // not in the latency and the achieved rate falls below Rate: compare CallsPerSecond with Offered.
 // Every response counts: by HTTP status in Result.ByHTTPStatus and by the matching gRPC code (the
 // mapping gRPC uses for HTTP statuses, see httpCode) in Result.ByCode; a status outside 2xx and 3xx
-// and a request that got no response are errors.
+// and a request that got no response are errors, and their bytes do not count.
 type HTTP struct {
 	// Target is the request to send; Method defaults to GET.
 	Target vegeta.Target
@@ -125,10 +125,11 @@ func (h HTTP) attack(ctx context.Context, client *http.Client, d time.Duration, 
 // recordCode is record for outcomes that are not Go errors.
 func (r *recorder) recordCode(d time.Duration, n int, code codes.Code, failed bool) {
 	r.calls++
-	r.bytes += int64(n)
 	r.byCode[code]++
 	if failed {
 		r.errors++
+	} else {
+		r.bytes += int64(n)
 	}
 	us := min(max(d.Microseconds(), histMin), histMax)
 	_ = r.hist.RecordValue(us)

@@ -43,9 +43,12 @@ func NewHistogram() *hdrhistogram.Histogram {
 
 // Result is what one run measured.
 type Result struct {
-	Calls   int64
-	Errors  int64
-	ByCode  map[codes.Code]int64
+	// Calls counts every finished call, failed ones included; Errors the failed ones.
+	Calls  int64
+	Errors int64
+	ByCode map[codes.Code]int64
+	// Bytes counts the payload of successful calls only: a failed call moved nothing the caller can use
+	// (a refused 1 MiB echo must not read as 1 MiB/s of throughput).
 	Bytes   int64
 	Elapsed time.Duration
 	// Latency in microseconds, of successful and failed calls alike.
@@ -63,15 +66,18 @@ type Result struct {
 	ByHTTPStatus map[int]int64
 }
 
-// CallsPerSecond is the achieved rate.
+// OK counts the calls that succeeded.
+func (r *Result) OK() int64 { return r.Calls - r.Errors }
+
+// CallsPerSecond is the achieved rate of successful calls: failed calls are never throughput.
 func (r *Result) CallsPerSecond() float64 {
 	if r.Elapsed <= 0 {
 		return 0
 	}
-	return float64(r.Calls) / r.Elapsed.Seconds()
+	return float64(r.OK()) / r.Elapsed.Seconds()
 }
 
-// BytesPerSecond is the payload throughput.
+// BytesPerSecond is the payload throughput of successful calls.
 func (r *Result) BytesPerSecond() float64 {
 	if r.Elapsed <= 0 {
 		return 0
@@ -108,11 +114,12 @@ func newRecorder() *recorder {
 
 func (r *recorder) record(d time.Duration, n int, err error) {
 	r.calls++
-	r.bytes += int64(n)
 	code := status.Code(err)
 	r.byCode[code]++
 	if err != nil {
 		r.errors++
+	} else {
+		r.bytes += int64(n)
 	}
 	if r.obs != nil {
 		r.obs.Call(d, code)

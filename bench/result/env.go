@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,6 +28,14 @@ type Env struct {
 	StartedAt  time.Time `json:"started_at"`
 	Quick      bool      `json:"quick,omitempty"`
 	Target     string    `json:"target,omitempty"`
+
+	// Kernel is the running kernel's release (Linux: /proc/sys/kernel/osrelease).
+	Kernel string `json:"kernel,omitempty"`
+	// LoadAvg is the machine's 1, 5 and 15 minute load average when the run started: how busy the
+	// machine already was with other work. LoadAvgEnd is the same when the run ended (the run's own
+	// load included); a run sets it with LoadAverage.
+	LoadAvg    []float64 `json:"load_avg,omitempty"`
+	LoadAvgEnd []float64 `json:"load_avg_end,omitempty"`
 }
 
 // CollectEnv describes this machine and build.
@@ -38,6 +47,8 @@ func CollectEnv(started time.Time) Env {
 		OS:         runtime.GOOS,
 		Arch:       runtime.GOARCH,
 		CPUModel:   cpuModel(),
+		Kernel:     kernel(),
+		LoadAvg:    LoadAverage(),
 		GitCommit:  gitCommit(),
 		StartedAt:  started.UTC().Truncate(time.Second),
 		GRPC:       "unknown",
@@ -84,4 +95,38 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+func kernel() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// LoadAverage is the machine's 1, 5 and 15 minute load average, or nil where /proc/loadavg is not.
+func LoadAverage() []float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return nil
+	}
+	return parseLoadAvg(string(b))
+}
+
+// parseLoadAvg reads the first three fields of /proc/loadavg ("0.52 0.58 0.59 1/467 12345").
+func parseLoadAvg(s string) []float64 {
+	f := strings.Fields(s)
+	if len(f) < 3 {
+		return nil
+	}
+	out := make([]float64, 3)
+	for i := range out {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil || v < 0 {
+			return nil
+		}
+		out[i] = v
+	}
+	return out
 }

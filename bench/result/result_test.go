@@ -47,3 +47,22 @@ func TestEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvMachine: on Linux the kernel and load average are read; the parser refuses what is not a load
+// average.
+func TestEnvMachine(t *testing.T) {
+	if runtime.GOOS == "linux" {
+		e := CollectEnv(time.Now())
+		if e.Kernel == "" || len(e.LoadAvg) != 3 || len(LoadAverage()) != 3 {
+			t.Errorf("kernel %q, load average %v", e.Kernel, e.LoadAvg)
+		}
+	}
+	if got := parseLoadAvg("0.52 1.58 10.59 1/467 12345\n"); len(got) != 3 || got[0] != 0.52 || got[1] != 1.58 || got[2] != 10.59 {
+		t.Errorf("parsed %v", got)
+	}
+	for _, bad := range []string{"", "0.5 0.6", "a b c", "1 -2 3"} {
+		if got := parseLoadAvg(bad); got != nil {
+			t.Errorf("%q parsed as %v", bad, got)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -22,7 +23,14 @@ tunnelbench bench runs every case of the matrix twice or more: directly against 
 through the tunnel, in the same run, and reports each tunneled case as a ratio to its direct pair.
 It starts an in-process topology (kas and agents on loopback); nothing external is needed.
 
-Results: OUT/summary.json (schema tunnelbench/bench/v1) and OUT/report.md.
+Results: OUT/summary.json (schema tunnelbench/bench/v2) and OUT/report.md; with --compare also
+OUT/compare.json. Failed calls never count as throughput: a case where more calls failed than
+--max-error-rate allows is marked FAILED, with its errors by code, and the run exits 1. So does a
+comparison that finds a regression, or that refuses runs measured differently (machine or settings).
+
+A secured deployment (--target): --kas-ca-file (or --kas-tls), --kas-server-name, --tls-cert-file and
+--tls-key-file as agentk takes them, and --token-file holding a caller token of kas's
+--caller-tokens-file.
 
 Usage: tunnelbench bench [flags]
 `
@@ -65,13 +73,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}
 	if sum != nil && (len(sum.Cases) > 0 || len(sum.Scale) > 0) {
-		sum.Env.Quick = cfg.Quick
-		regressions, werr := report(stdout, *out, sum, plan.Baseline, cfg.Compare)
+		verdict, werr := report(stdout, *out, sum, plan.Baseline, cfg.Compare)
 		if werr != nil {
 			return werr
 		}
-		if regressions > 0 && err == nil {
-			err = fmt.Errorf("%d regressions beyond this run's noise (see the table above)", regressions)
+		if err == nil {
+			err = verdict
 		}
 	}
 	if err != nil {
@@ -98,32 +105,110 @@ func benchFlags(fs *flag.FlagSet, cfg *bench.Config) {
 	fs.Int64Var(&cfg.TargetAgent, "target-agent", cfg.TargetAgent, "with --target: the agent id to call")
 	fs.StringVar(&cfg.TargetDirect, "target-direct", cfg.TargetDirect, "with --target: `ADDR` of the same demo service reachable directly, for ratios (for example a tunnelbench demo-server next to the agent)")
 	fs.StringVar(&cfg.TargetMetrics, "target-metrics", cfg.TargetMetrics, "with --target: a kas /metrics `URL`, for routing figures")
+	// A secured target, under agentk's names for the same settings.
+	sec := &cfg.TargetSecurity
+	fs.BoolVar(&sec.TLS, "kas-tls", sec.TLS, "with --target: call kas over TLS, verifying it with the system roots (implied by --kas-ca-file)")
+	fs.StringVar(&sec.CAFile, "kas-ca-file", sec.CAFile, "with --target: PEM CA `FILE` that verifies kas's certificate; turns TLS on")
+	fs.StringVar(&sec.ServerName, "kas-server-name", sec.ServerName, "with --target: name expected in kas's certificate (default: the host of --target)")
+	fs.StringVar(&sec.CertFile, "tls-cert-file", sec.CertFile, "with --target: PEM client certificate `FILE`, for a kas that asks for one")
+	fs.StringVar(&sec.KeyFile, "tls-key-file", sec.KeyFile, "with --target: PEM private key `FILE` of --tls-cert-file")
+	fs.StringVar(&sec.TokenFile, "token-file", sec.TokenFile, "with --target: `FILE` holding a caller token (one of kas's --caller-tokens-file), sent as a bearer token; never recorded in the results")
+	fs.Float64Var(&cfg.MaxErrorRate, "max-error-rate", cfg.MaxErrorRate, "share of failed calls (0 to 1) a case tolerates; above it the case is marked FAILED and the run exits 1")
 	fs.Float64Var(&cfg.HTTPRate, "http-rate", cfg.HTTPRate, "requests/s of the HTTP cases (vegeta, directly and through kas's HTTP listener); 0 skips them")
 	fs.StringVar(&cfg.Scale, "scale", cfg.Scale, "comma-separated agent counts for the scale case (default 1000,5000,10000; 200,1000 with --quick); none skips it")
 	fs.StringVar(&cfg.Compare, "compare", cfg.Compare, "an earlier run's directory (or summary.json): print what changed and flag regressions beyond this run's noise")
 }
 
-// report writes the run's files and prints its table and, with a baseline, the comparison; it returns
-// the regressions the comparison found.
-func report(stdout io.Writer, dir string, sum, baseline *bench.Summary, baselineName string) (regressions int, err error) {
+// report writes the run's files and prints its table and, with a baseline, the comparison. verdict is
+// what fails the run, nil when nothing does: failed cases, regressions, a refused comparison.
+func report(stdout io.Writer, dir string, sum, baseline *bench.Summary, baselineName string) (verdict, err error) {
+	var c *bench.Comparison
+	if baseline != nil {
+		cmp := bench.Compare(baseline, sum)
+		cmp.OldName, cmp.NewName = baselineName, dir
+		c = &cmp
+	}
 	files, err := write(dir, sum)
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	if c != nil {
+		path, err := writeComparison(dir, *c)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, path)
 	}
 	fmt.Fprintln(stdout)
 	if err := bench.WriteTable(stdout, sum); err != nil {
-		return 0, err
+		return nil, err
 	}
-	if baseline != nil {
+	var problems []string
+	if f := sum.Failures(); len(f) > 0 {
+		problems = append(problems, failedText(sum, len(f)))
+	}
+	if c != nil {
 		fmt.Fprintf(stdout, "\nCompared with %s:\n", baselineName)
-		c := bench.Compare(baseline, sum)
-		if err := bench.WriteComparisonTable(stdout, c); err != nil {
-			return 0, err
+		if err := bench.WriteComparisonTable(stdout, *c); err != nil {
+			return nil, err
 		}
-		regressions = len(c.Regressions())
+		switch c.Verdict() {
+		case bench.VerdictRefused:
+			problems = append(problems, "comparison refused: the runs measured differently (see above)")
+		case bench.VerdictRegressed:
+			problems = append(problems, fmt.Sprintf("%d regressions beyond noise and spread (see the table above)", len(c.Regressions())))
+		}
 	}
 	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(files, ", "))
-	return regressions, nil
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; ")), nil
+	}
+	return nil, nil
+}
+
+// failedText counts what failed: "1 case failed (errors by code above)".
+func failedText(sum *bench.Summary, failures int) string {
+	cases := 0
+	for _, c := range sum.Cases {
+		if c.Failed {
+			cases++
+		}
+	}
+	count := func(n int, what string) string {
+		if n == 1 {
+			return "1 " + what
+		}
+		return fmt.Sprintf("%d %ss", n, what)
+	}
+	var parts []string
+	if cases > 0 {
+		parts = append(parts, count(cases, "case"))
+	}
+	if steps := failures - cases; steps > 0 {
+		parts = append(parts, count(steps, "scale step"))
+	}
+	return strings.Join(parts, " and ") + " failed (errors by code above)"
+}
+
+// writeComparison adds the comparison's section to dir/report.md and writes dir/compare.json, which it
+// returns.
+func writeComparison(dir string, c bench.Comparison) (string, error) {
+	f, err := os.OpenFile(filepath.Join(dir, "report.md"), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return "", err
+	}
+	_, err = io.WriteString(f, "\n")
+	if err == nil {
+		err = bench.WriteComparisonSection(f, c)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, bench.CompareFile)
+	return path, writeFile(path, func(w io.Writer) error { return bench.WriteComparisonJSON(w, c) })
 }
 
 // agentsCommand runs a scale step's agents in a child process of this very binary, so that the agents'

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,12 +55,21 @@ func TestBenchCommand(t *testing.T) {
 		t.Errorf("no table or progress:\n%s\n%s", stdout.String(), stderr.String())
 	}
 
-	// --compare against itself: no regression, exit 0.
+	// --compare with the same settings: compared (not refused), the verdict printed and written. Whether
+	// a ratio moved beyond this noisy machine's noise is not asserted.
+	cmpOut := t.TempDir()
 	cmd = exec.CommandContext(ctx, procs.Bin(t, "tunnelbench"), "bench", "--shapes", "unary-64B", "--concurrency", "1", "--paths", "direct,tunnel",
-		"--warmup", "50ms", "--duration", "300ms", "--rounds", "1", "--http-rate", "0", "--scale", "none", "--out", t.TempDir(), "--compare", out)
+		"--warmup", "50ms", "--duration", "300ms", "--rounds", "1", "--http-rate", "0", "--scale", "none", "--out", cmpOut, "--compare", out)
 	b, err := cmd.CombinedOutput()
-	if !strings.Contains(string(b), "Compared with") {
-		t.Fatalf("no comparison printed (%v):\n%s", err, b)
+	if !strings.Contains(string(b), "Compared with") || strings.Contains(string(b), "REFUSED") {
+		t.Fatalf("no comparison printed, or a refused one (%v):\n%s", err, b)
+	}
+	var doc struct{ Verdict string }
+	if b, err := os.ReadFile(filepath.Join(cmpOut, bench.CompareFile)); err != nil || json.Unmarshal(b, &doc) != nil || doc.Verdict == bench.VerdictRefused || doc.Verdict == "" {
+		t.Errorf("compare.json: %v, verdict %q", err, doc.Verdict)
+	}
+	if b, err := os.ReadFile(filepath.Join(cmpOut, "report.md")); err != nil || !strings.Contains(string(b), "**Verdict: ") {
+		t.Errorf("report.md holds no verdict (%v)", err)
 	}
 }
 
@@ -72,6 +82,13 @@ func TestBenchBadFlags(t *testing.T) {
 		{"bench", "--cases", "nomatch-at-all"},
 		{"bench", "--compare", "/does/not/exist"},
 		{"bench", "--transport", "pigeon"},
+		{"bench", "--max-error-rate", "2"},
+		{"bench", "--max-error-rate", "-0.1"},
+		{"bench", "--token-file", "caller-token.txt"},                // without --target
+		{"bench", "--kas-ca-file", "ca.pem", "--target", "kas:8153"}, // no such file
+		{"bench", "--token-file", "/does/not/exist", "--target", "kas:8153"},
+		{"bench", "--tls-cert-file", "client.pem", "--target", "kas:8153"}, // no TLS, no key
+		{"bench", "--kas-tls", "--tls-cert-file", "client.pem", "--target", "kas:8153"},
 		{"nonsense"},
 		{},
 	} {
@@ -115,5 +132,32 @@ func TestBenchProcesses(t *testing.T) {
 	}
 	if !paths["direct"] || !paths["tunnel-public"] || !paths["tunnel-2hop"] || paths["tunnel"] {
 		t.Fatalf("paths %v", paths)
+	}
+}
+
+// TestBenchCompareRefused: --compare against a run from another machine with other settings prints the
+// figures with the refusal, writes it into report.md and compare.json, and exits 1.
+func TestBenchCompareRefused(t *testing.T) {
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	baseline := filepath.Join("..", "..", "bench", "testdata", "summary.json") // "Test CPU", 1 s in 2 rounds
+	var stdout, stderr bytes.Buffer
+	err := run(ctx, []string{"bench", "--shapes", "unary-64B", "--concurrency", "1", "--paths", "direct,tunnel", "--warmup", "1ms",
+		"--duration", "200ms", "--rounds", "1", "--transport", "bufconn", "--http-rate", "0", "--scale", "none", "--out", out, "--compare", baseline}, &stdout, &stderr)
+	if code := cli.ExitCode("tunnelbench", err, &stderr); code != 1 || !strings.Contains(stderr.String(), "comparison refused") {
+		t.Fatalf("exit %d, want 1 for a refused comparison:\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "REFUSED: the runs measured differently (") || !strings.Contains(stdout.String(), "duration 1s → 0.2s") {
+		t.Errorf("no refusal printed:\n%s", stdout.String())
+	}
+	report, _ := os.ReadFile(filepath.Join(out, "report.md"))
+	if !strings.Contains(string(report), "## Comparison with `"+baseline+"`") || !strings.Contains(string(report), "**Verdict: REFUSED") {
+		t.Errorf("report.md has no comparison verdict:\n%s", report)
+	}
+	var doc struct{ Verdict string }
+	b, _ := os.ReadFile(filepath.Join(out, bench.CompareFile))
+	if err := json.Unmarshal(b, &doc); err != nil || doc.Verdict != bench.VerdictRefused {
+		t.Errorf("compare.json: %v, verdict %q", err, doc.Verdict)
 	}
 }
