@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -20,7 +21,7 @@ one report: per case, the latency percentiles of every host's calls together (hi
 averaged), calls, errors and throughputs summed. It refuses runs of different matrices or settings and
 summaries without latency histograms (written before merge existed), with the reason.
 
-Results: OUT/summary.json (schema tunnelbench/bench/v1, listing the runs in merged_from), OUT/report.md
+Results: OUT/summary.json (schema tunnelbench/bench/v2, listing the runs in merged_from), OUT/report.md
 and OUT/plots/, as bench writes them.
 
 Usage: tunnelbench merge [--out DIR] RUN RUN...   (RUN: a bench results directory or its summary.json)
@@ -68,6 +69,10 @@ func runMerge(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	fmt.Fprintf(stdout, "\nwrote %s\n", strings.Join(files, ", "))
+	if f := sum.Failures(); len(f) > 0 {
+		// The same rule as bench: a merged case with errors beyond the tolerated rate fails the run.
+		return errors.New(failedText(sum, len(f)))
+	}
 	return nil
 }
 
