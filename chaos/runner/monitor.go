@@ -124,14 +124,21 @@ func (m *monitor) line(elapsed time.Duration) string {
 	if len(faults) > 0 {
 		active = strings.Join(faults, ", ")
 	}
-	return fmt.Sprintf("%s %s/%s: offered %s/s, achieved %s/s, failed %d in %s%s; faults: %s",
-		m.sc.Name, elapsed.Round(time.Second), m.sc.Load.Duration, perSecond(newOffered, span), perSecond(ok, span),
+	// Calls are offered only while the load runs; they finish until the last one in flight did.
+	d := m.sc.Load.Duration
+	offeredSpan := (min(elapsed, d) - min(m.lastProgress, d)).Seconds()
+	at := fmt.Sprintf("%s/%s", elapsed.Round(time.Second), d)
+	if elapsed-d >= time.Second/2 {
+		at = fmt.Sprintf("%s/%s+%s for calls in flight", d, d, (elapsed - d).Round(time.Second))
+	}
+	return fmt.Sprintf("%s %s: offered %s/s, achieved %s/s, failed %d in %s%s; faults: %s",
+		m.sc.Name, at, perSecond(newOffered, offeredSpan), perSecond(ok, span),
 		failed, time.Duration(span*float64(time.Second)).Round(time.Second), reportCodesInline(byCode), active)
 }
 
 func perSecond(n int, span float64) string {
 	if span <= 0 {
-		return "-"
+		return "0" // nothing could be offered: the load was over
 	}
 	return fmt.Sprintf("%.0f", float64(n)/span)
 }

@@ -64,6 +64,17 @@ func TestMonitorProgressLine(t *testing.T) {
 	if got, want := m.line(15*time.Second), "live 15s/20s: offered 0/s, achieved 0/s, failed 0 in 5s; faults: 2s agent->kas latency (all)"; got != want {
 		t.Errorf("third line (the kill is not repeated):\n%s\nwant\n%s", got, want)
 	}
+	m.lastProgress = 15 * time.Second
+
+	// After the load, while calls in flight finish: offered over the load's last 5 s only.
+	offerSeconds(rec, 15, 20, 10, 10, 0)
+	if got, want := m.line(22*time.Second), "live 20s/20s+2s for calls in flight: offered 10/s, achieved 7/s, failed 0 in 7s; faults: 2s agent->kas latency (all)"; got != want {
+		t.Errorf("line after the load:\n%s\nwant\n%s", got, want)
+	}
+	m.lastProgress = 22 * time.Second
+	if got, want := m.line(27*time.Second), "live 20s/20s+7s for calls in flight: offered 0/s, achieved 0/s, failed 0 in 5s; faults: 2s agent->kas latency (all)"; got != want {
+		t.Errorf("line long after the load:\n%s\nwant\n%s", got, want)
+	}
 }
 
 // recoveryValue reads tunnelbench_recovery_seconds of scenario live; ok is false without the series.
