@@ -48,9 +48,10 @@ fuzz:
 bench:
 	$(GO) run ./cmd/tunnelbench bench --out results/latest
 
-# Every chaos scenario in scenarios/ against an in-process topology; results in results/chaos/.
+# Every chaos scenario in scenarios/ against an in-process topology; results in results/chaos-latest
+# (results/chaos is the committed reference run, as results/baseline is bench's).
 chaos:
-	$(GO) run ./cmd/tunnelbench chaos --dir scenarios --out results/chaos
+	$(GO) run ./cmd/tunnelbench chaos --dir scenarios --out results/chaos-latest
 
 # Regenerates the protobuf code of every .proto with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc;
 # see buf.gen.yaml).

@@ -102,13 +102,59 @@ func (r *paramReader) done() error {
 	}
 	slices.Sort(unknown)
 	for _, k := range unknown {
-		want := "no params"
-		if len(r.known) > 0 {
-			want = "one of " + strings.Join(r.known, ", ")
-		}
-		r.fail(k, "unknown param (want %s)", want)
+		r.errs = append(r.errs, &ParamError{Key: k, Err: &unknownParamError{known: slices.Clone(r.known)}})
 	}
 	return errors.Join(r.errs...)
+}
+
+// unknownParamError is a param the fault type does not take; it knows the ones it does, so that
+// ParamNames can ask a constructor for them.
+type unknownParamError struct{ known []string }
+
+func (e *unknownParamError) Error() string {
+	if len(e.known) == 0 {
+		return "unknown param (want no params)"
+	}
+	return "unknown param (want one of " + strings.Join(e.known, ", ") + ")"
+}
+
+// paramProbe is a param name no fault type takes.
+const paramProbe = "\x00probe"
+
+// FaultParams lists the params a network fault type takes, in the order its constructor reads them.
+func FaultParams(typ string) ([]string, error) {
+	c, err := faults.get(typ)
+	if err != nil {
+		return nil, err
+	}
+	_, err = c(Params{paramProbe: ""})
+	return probedParams(typ, err)
+}
+
+// ProcessParams lists the params a process fault type takes, like FaultParams.
+func ProcessParams(typ string) ([]string, error) {
+	c, err := processes.get(typ)
+	if err != nil {
+		return nil, err
+	}
+	_, err = c(Params{paramProbe: ""})
+	return probedParams(typ, err)
+}
+
+// probedParams finds, in what a constructor returned for the probe param, the params it knows.
+func probedParams(typ string, err error) ([]string, error) {
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	for _, e := range list {
+		var pe *ParamError
+		var u *unknownParamError
+		if errors.As(e, &pe) && pe.Key == paramProbe && errors.As(pe.Err, &u) {
+			return slices.Clone(u.known), nil
+		}
+	}
+	return nil, fmt.Errorf("%s: its constructor does not report unknown params (%v)", typ, err)
 }
 
 // ParseSize parses a byte size: 64, 64B, 16KiB, 1MiB (K/KB and M/MB are accepted for KiB and MiB).

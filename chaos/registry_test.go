@@ -138,3 +138,33 @@ func TestParseLinkAndDirection(t *testing.T) {
 		t.Error("directions are lower case")
 	}
 }
+
+// TestParamNames: every registered type lists the params its constructor reads, and only those.
+func TestParamNames(t *testing.T) {
+	want := map[string][]string{
+		"latency": {"latency", "jitter", "direction"}, "bandwidth": {"direction", "rate"},
+		"blackhole": {"close_after", "direction"}, "limit-data": {"bytes", "direction"}, "link-down": nil,
+		"reset-peer": {"timeout", "direction"}, "slow-close": {"delay", "direction"},
+	}
+	for _, typ := range FaultTypes() {
+		got, err := FaultParams(typ)
+		if err != nil {
+			t.Errorf("%s: %v", typ, err)
+		}
+		if w, ok := want[typ]; !ok || !slices.Equal(got, w) {
+			t.Errorf("%s params %q, want %q", typ, got, w)
+		}
+	}
+	for _, typ := range ProcessTypes() {
+		got, err := ProcessParams(typ)
+		if err != nil {
+			t.Errorf("%s: %v", typ, err)
+		}
+		if w := map[string][]string{"restart-agents": {"mode", "interval"}}[typ]; !slices.Equal(got, w) {
+			t.Errorf("%s params %q, want %q", typ, got, w)
+		}
+	}
+	if _, err := FaultParams("nope"); err == nil {
+		t.Error("FaultParams of an unknown type: no error")
+	}
+}

@@ -180,3 +180,12 @@ func (m *Metrics) Recovery(scenario string, d time.Duration) {
 	}
 	m.recovery.WithLabelValues(scenario).Set(d.Seconds())
 }
+
+// NoRecovery removes scenario's recovery figure: it has not recovered (yet), and a figure from
+// earlier in the run would say it had.
+func (m *Metrics) NoRecovery(scenario string) {
+	if m == nil {
+		return
+	}
+	m.recovery.DeleteLabelValues(scenario)
+}

@@ -194,6 +194,14 @@ func TestFaultAndRecovery(t *testing.T) {
 	if got := series(t, mfs[harnessmetrics.RecoveryMetric], "scenario", "kill").GetGauge().GetValue(); got != 2.5 {
 		t.Errorf("recovery = %v, want 2.5 (the last one)", got)
 	}
+
+	// A scenario that relapsed has no recovery figure; the others keep theirs.
+	m.Recovery("other", time.Second)
+	m.NoRecovery("kill")
+	mfs = testenv.Scrape(t, p)
+	if got := labelSets(mfs[harnessmetrics.RecoveryMetric]); !slices.Equal(got, []string{"scenario=other"}) {
+		t.Errorf("recovery series after NoRecovery(kill): %v", got)
+	}
 }
 
 func TestNilRecordsNothing(t *testing.T) {
@@ -202,6 +210,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.Call("s", time.Second, codes.OK)
 	m.Fault("s", "l", "f", true)
 	m.Recovery("s", time.Second)
+	m.NoRecovery("s")
 }
 
 func TestRegisterTwiceFails(t *testing.T) {

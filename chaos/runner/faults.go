@@ -30,6 +30,23 @@ type faultState struct {
 	// return. A kill is not an instant (a kas closes its listeners, then its connections, then its
 	// tracker entries), and every call that was running at any moment of it may fail.
 	kill killWindow
+	// removedInLoad: the timeline removes the fault before the load ends; instant: it is never
+	// removed and its act is over once applied (a kill, a restart).
+	removedInLoad, instant bool
+	// done is when the fault was in place (Apply returned); removed when it was removed, or -1.
+	done, removed time.Duration
+}
+
+// recoveryFrom is when recovery from the fault starts to count, or false while that is not known yet
+// (the fault is still to be removed).
+func (s *faultState) recoveryFrom() (time.Duration, bool) {
+	switch {
+	case !s.applied && s.removed < 0:
+		return 0, false // not applied (yet, or at all)
+	case s.removedInLoad:
+		return s.removed, s.removed >= 0
+	}
+	return s.done, true
 }
 
 // killWindow spans one kill; from < 0 when the fault kills nothing or was not applied.
@@ -37,20 +54,25 @@ type killWindow struct{ from, to time.Duration }
 
 // faultTimeline applies and removes the scenario's faults on time, one change at a time.
 type faultTimeline struct {
-	sc      *scenario.Scenario
-	t       *topology
-	metrics *harnessmetrics.Metrics
-	start   time.Time
+	sc    *scenario.Scenario
+	t     *topology
+	gauge *faultGauge
+	start time.Time
 
 	mu     sync.Mutex
 	states []*faultState
 	errs   []error
 }
 
-func newFaultTimeline(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics) *faultTimeline {
-	ft := &faultTimeline{sc: sc, t: t, metrics: m}
+func newFaultTimeline(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics, hold time.Duration) *faultTimeline {
+	ft := &faultTimeline{sc: sc, t: t, gauge: newFaultGauge(m, sc.Name, hold)}
 	for _, f := range sc.Faults {
-		ft.states = append(ft.states, &faultState{f: f, name: f.String(), kill: killWindow{from: -1}})
+		end := f.End(sc.Load.Duration)
+		ft.states = append(ft.states, &faultState{
+			f: f, name: f.String(), kill: killWindow{from: -1}, removed: -1,
+			removedInLoad: end >= 0 && end < sc.Load.Duration,
+			instant:       f.Process != nil && !(f.Process.Reversible() && f.For > 0),
+		})
 	}
 	return ft
 }
@@ -59,8 +81,8 @@ func (ft *faultTimeline) events() []faultEvent {
 	var ev []faultEvent
 	for _, s := range ft.states {
 		ev = append(ev, faultEvent{at: s.f.At, f: s})
-		if end := s.f.End(ft.sc.Load.Duration); end >= 0 && end < ft.sc.Load.Duration {
-			ev = append(ev, faultEvent{at: end, remove: true, f: s})
+		if s.removedInLoad {
+			ev = append(ev, faultEvent{at: s.f.End(ft.sc.Load.Duration), remove: true, f: s})
 		}
 	}
 	sort.SliceStable(ev, func(i, j int) bool { return ev[i].at < ev[j].at })
@@ -141,13 +163,17 @@ func (ft *faultTimeline) apply(s *faultState) {
 		ft.fail(fmt.Errorf("apply fault %s: %w", s.name, err))
 		return
 	}
+	now := time.Now()
 	ft.mu.Lock()
 	s.applied = true
+	s.done = now.Sub(ft.start)
 	s.window = FaultWindow{Name: s.name, StartS: at.Seconds(), EndS: at.Seconds()}
 	ft.mu.Unlock()
 	link, fault := ft.labels(s)
-	reversible := s.f.Network != nil || s.f.Process.Reversible() && s.f.For > 0
-	ft.metrics.Fault(ft.sc.Name, link, fault, reversible)
+	ft.gauge.applied(link, fault, now)
+	if s.instant {
+		ft.gauge.ended(link, fault, now)
+	}
 }
 
 func (ft *faultTimeline) remove(s *faultState) {
@@ -168,11 +194,13 @@ func (ft *faultTimeline) remove(s *faultState) {
 	default:
 		return // not undone
 	}
-	at := time.Since(ft.start)
+	now := time.Now()
+	at := now.Sub(ft.start)
 	link, fault := ft.labels(s)
-	ft.metrics.Fault(ft.sc.Name, link, fault, false)
+	ft.gauge.ended(link, fault, now)
 	ft.mu.Lock()
 	s.applied = false
+	s.removed = at
 	s.window.EndS = at.Seconds()
 	ft.mu.Unlock()
 	if err != nil {
@@ -189,14 +217,36 @@ func (ft *faultTimeline) finish() {
 	}
 }
 
-// active names the faults applied at t (since start).
+// windows returns the window of every fault that was applied, with when its recovery starts to count
+// (-1 while that is not known yet).
 func (ft *faultTimeline) windows() []FaultWindow {
 	ft.mu.Lock()
 	defer ft.mu.Unlock()
 	var out []FaultWindow
 	for _, s := range ft.states {
 		if s.window.Name != "" {
-			out = append(out, s.window)
+			w := s.window
+			w.RecoveryFromS = -1
+			if from, ok := s.recoveryFrom(); ok {
+				w.RecoveryFromS = from.Seconds()
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// activeSince names the faults active now, and the instant ones that struck after since.
+func (ft *faultTimeline) activeSince(since time.Duration) []string {
+	ft.mu.Lock()
+	defer ft.mu.Unlock()
+	var out []string
+	for _, s := range ft.states {
+		switch {
+		case s.instant && s.applied && s.done >= since:
+			out = append(out, s.name+" (done)")
+		case !s.instant && s.applied:
+			out = append(out, s.name)
 		}
 	}
 	return out

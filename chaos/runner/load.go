@@ -3,7 +3,9 @@ package runner
 import (
 	"cmp"
 	"context"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -41,7 +43,8 @@ type record struct {
 func (r record) end() time.Duration { return r.due + r.dur }
 
 // recorder collects every call of a run; the load is small enough (hundreds of calls per second for a
-// minute) to keep them all.
+// minute) to keep them all. It also counts them per second as they come, so that the run's figures
+// can be followed while it goes on.
 type recorder struct {
 	mu      sync.Mutex
 	records []record
@@ -49,18 +52,66 @@ type recorder struct {
 	offered []time.Duration
 	// missed counts the calls of an open loop's schedule that never started: every worker was busy.
 	missed int64
+	// seconds counts offered, achieved and failed calls per second since the load started (the call
+	// counts of the timeline).
+	seconds []Second
+}
+
+// second returns the counts of second i, growing the timeline to it. r.mu must be held.
+func (r *recorder) second(i int) *Second {
+	for len(r.seconds) <= i {
+		r.seconds = append(r.seconds, Second{T: len(r.seconds)})
+	}
+	return &r.seconds[i]
 }
 
 func (r *recorder) add(rec record) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.records = append(r.records, rec)
-	r.mu.Unlock()
+	end := r.second(int(rec.end() / time.Second))
+	if rec.code == codes.OK {
+		end.Achieved++
+		end.OK++
+		return
+	}
+	end.Failed++
+	if end.ByCode == nil {
+		end.ByCode = map[string]int64{}
+	}
+	end.ByCode[rec.code.String()]++
+	r.second(int(max(rec.due, 0)/time.Second)).OfferedFailed++
 }
 
 func (r *recorder) offer(due time.Duration) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.offered = append(r.offered, due)
-	r.mu.Unlock()
+	r.second(int(max(due, 0)/time.Second)).Offered++
+}
+
+// counts returns a copy of the per-second counts, at least n seconds long.
+func (r *recorder) counts(n int) []Second {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n > 0 {
+		r.second(n - 1)
+	}
+	out := make([]Second, len(r.seconds))
+	for i, sec := range r.seconds {
+		out[i] = sec
+		if sec.ByCode != nil {
+			out[i].ByCode = maps.Clone(sec.ByCode)
+		}
+	}
+	return out
+}
+
+// since returns the calls that finished after the first n, and how many calls were offered.
+func (r *recorder) since(n int) (finished []record, offered int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.records[min(n, len(r.records)):]), len(r.offered)
 }
 
 type agentKey struct{}

@@ -73,8 +73,12 @@ func TestLoadMissed(t *testing.T) {
 	if offered != 29 {
 		t.Errorf("%d calls offered in the timeline, want 29 (sent and missed)", offered)
 	}
-	if o := sum.Objectives[0]; !o.OK || o.Got != "1 = 0 + 1 (and 28 missed)" {
+	if o := sum.Objectives[0]; o.Name != "invariant: one outcome per call" || !o.OK || o.Got != "1 = 0 + 1 (and 28 missed)" {
 		t.Errorf("invariant %+v", o)
+	}
+	// The scenario bounds no failures, so its one failed call fails the run.
+	if o := sum.Objectives[len(sum.Objectives)-1]; o.Name != "invariant: no failed call (the scenario bounds no failures)" || o.OK || o.Got != "1 failed (DeadlineExceeded 1)" {
+		t.Errorf("failure invariant %+v", o)
 	}
 }
 

@@ -3,6 +3,7 @@ package runner
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -87,8 +88,11 @@ func measure(o scenario.Objective, records []record, sum *Summary, s *sampler) (
 	case scenario.RoutingTimeouts:
 		return float64(sum.Routing.Timeouts), fmt.Sprint(sum.Routing.Timeouts), nil
 	case scenario.Recovery:
-		if sum.RecoveryS == nil {
-			return 0, "", fmt.Errorf("no fault ended during the load")
+		switch {
+		case len(sum.NotRecovered) > 0:
+			return 0, "", fmt.Errorf("not recovered: calls never caught up after %s", strings.Join(sum.NotRecovered, ", "))
+		case sum.RecoveryS == nil:
+			return 0, "", fmt.Errorf("no fault was applied, so there was nothing to recover from")
 		}
 		return *sum.RecoveryS, (time.Duration(*sum.RecoveryS * float64(time.Second))).Round(time.Millisecond).String(), nil
 	case scenario.FailedCalls:
@@ -107,7 +111,8 @@ func measure(o scenario.Objective, records []record, sum *Summary, s *sampler) (
 }
 
 // checkInvariants records what must hold in every run: every call has one outcome, no call outlives its
-// deadline by more than DeadlineSlack, and the topology leaves no goroutine behind.
+// deadline by more than DeadlineSlack, the topology leaves no goroutine behind, and a scenario that
+// bounds no failures has none.
 func checkInvariants(sum *Summary, sc *scenario.Scenario, rec *recorder, leaked int) {
 	var failed int64
 	for _, n := range sum.Calls.FailedByCode {
@@ -136,4 +141,22 @@ func checkInvariants(sum *Summary, sc *scenario.Scenario, rec *recorder, leaked 
 		Name: "invariant: no goroutine growth after the topology stops", Want: fmt.Sprintf("<= %d", goroutineSlack),
 		Got: fmt.Sprint(leaked), OK: leaked <= goroutineSlack,
 	})
+	if !boundsFailures(sc) {
+		sum.Objectives = append(sum.Objectives, ObjectiveResult{
+			Name: "invariant: no failed call (the scenario bounds no failures)", Want: "0 failed",
+			Got: fmt.Sprintf("%d failed%s", failed, reportCodesInline(sum.Calls.FailedByCode)), OK: failed == 0,
+		})
+	}
+}
+
+// boundsFailures reports whether an objective of the scenario says how many calls may fail, in any
+// scope. One that bounds only unaffected calls allows the calls to the agents its faults select to
+// fail; one that bounds none allows no failure at all.
+func boundsFailures(sc *scenario.Scenario) bool {
+	for _, o := range sc.Expect {
+		if o.Metric == scenario.SuccessRatio || o.Metric == scenario.FailedCalls {
+			return true
+		}
+	}
+	return false
 }

@@ -43,7 +43,7 @@ func PlotLatency(s *Summary) (*benchplot.Chart, error) {
 	}
 	latency := func(name string, f func(Second) int64) plotSeries {
 		return plotPerSecond(s, name, func(sec Second) float64 {
-			if sec.Achieved == 0 {
+			if sec.Achieved+reportFailedTotal(sec.ByCode) == 0 {
 				return math.NaN()
 			}
 			return float64(f(sec)) / 1000
@@ -81,13 +81,13 @@ func PlotLatency(s *Summary) (*benchplot.Chart, error) {
 	return c, nil
 }
 
-// PlotRate draws the calls offered (scheduled to start) and achieved (finished) each second, and
-// those that succeeded.
+// PlotRate draws the calls offered (scheduled to start) each second, those achieved (finished and
+// succeeded) and those that failed.
 func PlotRate(s *Summary) (*benchplot.Chart, error) {
-	return plotLinear(s, "Calls per second: offered, achieved and ok", "calls per second",
+	return plotLinear(s, "Calls per second: offered, achieved (succeeded) and failed", "calls per second",
 		plotPerSecond(s, "offered", func(sec Second) float64 { return float64(sec.Offered) }),
 		plotPerSecond(s, "achieved", func(sec Second) float64 { return float64(sec.Achieved) }),
-		plotPerSecond(s, "ok", func(sec Second) float64 { return float64(sec.OK) }))
+		plotPerSecond(s, "failed", func(sec Second) float64 { return float64(reportFailedTotal(sec.ByCode)) }))
 }
 
 // PlotErrors draws the failed calls of each second, one line per gRPC code (most failures first);

@@ -18,7 +18,7 @@ import (
 // plotTitles is the start of each figure's title.
 var plotTitles = map[string]string{
 	"latency":           "Call latency per second",
-	"rate":              "Calls per second: offered, achieved and ok",
+	"rate":              "Calls per second: offered, achieved (succeeded) and failed",
 	"errors":            "Failed calls per second, by gRPC code",
 	"routing":           "Slow routings per second: % of routings above 16ms and 64ms",
 	"routing-histogram": "Routing duration histogram",

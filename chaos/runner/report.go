@@ -104,7 +104,7 @@ func WriteText(w io.Writer, s *Summary) error {
 	}
 	fmt.Fprintf(&b, "  %d calls: %d ok, %d failed%s%s; p50 %s, p99 %s; recovery %s\n",
 		c.Sent, c.OK, reportFailedTotal(c.FailedByCode), reportCodesInline(c.FailedByCode), missed,
-		reportMs(c.LatencyUs.P50)+" ms", reportMs(c.LatencyUs.P99)+" ms", reportRecovery(s.RecoveryS))
+		reportMs(c.LatencyUs.P50)+" ms", reportMs(c.LatencyUs.P99)+" ms", reportRecovery(s))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -128,7 +128,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	}
 	reportObjectives(&b, s)
 	reportCalls(&b, s)
-	fmt.Fprintf(&b, "## Recovery\n\n%s\n\n", reportRecoverySentence(s.RecoveryS))
+	reportRecoverySection(&b, s)
 	reportFaults(&b, s)
 	reportRouting(&b, s)
 	reportTimeline(&b, s)
@@ -160,7 +160,7 @@ func WriteChaosIndex(w io.Writer, results []*Summary) error {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d/%d | %d | %d | %s | %s |\n",
 			reportCell(reportName(s)), result, met, total, s.Calls.Sent, reportFailedTotal(s.Calls.FailedByCode),
-			reportRecovery(s.RecoveryS), reportCell(shortVerdict(s)))
+			reportRecovery(s), reportCell(shortVerdict(s)))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -253,17 +253,17 @@ func reportTimeline(b *strings.Builder, s *Summary) {
 		b.WriteString("No timeline was recorded.\n")
 		return
 	}
-	b.WriteString("t is seconds since the load started. Offered counts the calls scheduled to start in the second; achieved, ok, failed and the latencies count the calls that finished in it. Waiting is calls waiting for a tunnel; new conns is agent connections the kas instances accepted.\n\n")
-	b.WriteString("| t | offered | achieved | ok | failed | p50 ms | p99 ms | routing timeouts | tunnels idle/busy | waiting | new conns | faults |\n")
-	b.WriteString("|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|---|\n")
+	b.WriteString("t is seconds since the load started. Offered counts the calls scheduled to start in the second; achieved the calls that finished in it and succeeded (a failed call is never throughput); failed and the latencies the calls that finished in it. Caught up marks the seconds that met the recovery rule. Waiting is calls waiting for a tunnel; new conns is agent connections the kas instances accepted.\n\n")
+	b.WriteString("| t | offered | achieved | failed | caught up | p50 ms | p99 ms | routing timeouts | tunnels idle/busy | waiting | new conns | faults |\n")
+	b.WriteString("|--:|--:|--:|---|:-:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, sec := range s.Timeline {
 		failed := strconv.FormatInt(reportFailedTotal(sec.ByCode), 10) + reportCodesInline(sec.ByCode)
 		p50, p99 := "-", "-"
-		if sec.Achieved > 0 {
+		if sec.Achieved+reportFailedTotal(sec.ByCode) > 0 {
 			p50, p99 = reportMs(sec.LatencyUs.P50), reportMs(sec.LatencyUs.P99)
 		}
-		fmt.Fprintf(b, "| %d | %d | %d | %d | %s | %s | %s | %d | %d/%d | %d | %d | %s |\n",
-			sec.T, sec.Offered, sec.Achieved, sec.OK, reportCell(failed), p50, p99, sec.RoutingTimeouts,
+		fmt.Fprintf(b, "| %d | %d | %d | %s | %s | %s | %s | %d | %d/%d | %d | %d | %s |\n",
+			sec.T, sec.Offered, sec.Achieved, reportCell(failed), reportMark(caughtUp(sec)), p50, p99, sec.RoutingTimeouts,
 			sec.TunnelsIdle, sec.TunnelsBusy, sec.WaitingCalls, sec.NewConnections, reportCell(strings.Join(sec.ActiveFaults, ", ")))
 	}
 }
@@ -378,18 +378,46 @@ func reportSeconds(s float64) string {
 	return strconv.FormatFloat(s, 'f', 1, 64) + " s"
 }
 
-func reportRecovery(r *float64) string {
-	if r == nil {
+// reportRecovery is the run's recovery in a few characters: "1.0 s", "not recovered", or "-" without
+// faults.
+func reportRecovery(s *Summary) string {
+	switch {
+	case len(s.NotRecovered) > 0:
+		return "not recovered"
+	case s.RecoveryS == nil:
 		return "-"
 	}
-	return reportSeconds(*r)
+	return reportSeconds(*s.RecoveryS)
 }
 
-func reportRecoverySentence(r *float64) string {
-	if r == nil {
-		return "No fault ended during the load, so there was no recovery to measure."
+// reportRecoverySection says what recovery is and how long each fault took.
+func reportRecoverySection(b *strings.Builder, s *Summary) {
+	b.WriteString("## Recovery\n\n")
+	if len(s.Faults) == 0 {
+		b.WriteString("No fault was applied, so there was no recovery to measure.\n\n")
+		return
 	}
-	return fmt.Sprintf("Calls succeeded again %s after the fault ended (the slowest fault's recovery: from its end until no call started after it failed).", reportSeconds(*r))
+	switch {
+	case len(s.NotRecovered) > 0:
+		fmt.Fprintf(b, "**Not recovered:** calls never caught up after %s within the run.\n\n", strings.Join(s.NotRecovered, ", "))
+	case s.RecoveryS != nil:
+		fmt.Fprintf(b, "Calls caught up %s after the slowest fault.\n\n", reportSeconds(*s.RecoveryS))
+	}
+	tol := s.RecoveryTolerance
+	if tol == 0 {
+		tol = RecoveryTolerance
+	}
+	fmt.Fprintf(b, "A second caught up when the calls that succeeded in it were at least %s of the calls offered in it (less one call) and no call offered in it failed. A fault's recovery runs from when it was removed (a fault that lasted to the end of the load, or was not undone: when it was in place) to the start of the first second from which every second caught up, until the next fault or the end of the load.\n\n",
+		strconv.FormatFloat(100*(1-tol), 'f', -1, 64)+"%")
+	b.WriteString("| fault | counts from s | recovery |\n|---|--:|---|\n")
+	for _, f := range s.Faults {
+		r := "not recovered"
+		if f.RecoveryS != nil {
+			r = reportSeconds(*f.RecoveryS)
+		}
+		fmt.Fprintf(b, "| %s | %.3f | %s |\n", reportCell(f.Name), f.RecoveryFromS, r)
+	}
+	b.WriteString("\n")
 }
 
 // reportBucket names histogram bucket i: "≤ 1ms", "1ms – 4ms", "> 16.384s".

@@ -7,7 +7,9 @@
 package runner
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -44,8 +46,15 @@ type Options struct {
 	// /metrics); the function it returns is called when the topology stops.
 	Attach func(i int, g prometheus.Gatherer) func()
 	Log    *slog.Logger
-	// Progress, when set, is told what the run is doing.
+	// Progress, when set, is told what the run is doing: its steps, and every ProgressEvery while the
+	// load runs, the calls offered, achieved and failed since the last line and the faults active.
 	Progress func(string)
+	// ProgressEvery is how often Progress hears of the load; zero means DefaultProgressEvery.
+	ProgressEvery time.Duration
+	// FaultHold is how long tunnelbench_fault_active stays at 1 at least after a fault was applied,
+	// so that a scrape sees instant faults; zero means DefaultFaultHold. A run with Metrics waits
+	// for the last hold before it returns.
+	FaultHold time.Duration
 	// MaxInFlight bounds an open-loop load's calls in flight; zero means DefaultMaxInFlight of the
 	// scenario's load.
 	MaxInFlight int
@@ -53,10 +62,17 @@ type Options struct {
 
 // Validate reports every problem of the options in one error.
 func (o Options) Validate() error {
+	var errs []error
 	if o.MaxInFlight < 0 {
-		return fmt.Errorf("runner: max in flight %d: want >= 0 (0: the scenario's DefaultMaxInFlight)", o.MaxInFlight)
+		errs = append(errs, fmt.Errorf("runner: max in flight %d: want >= 0 (0: the scenario's DefaultMaxInFlight)", o.MaxInFlight))
 	}
-	return nil
+	if o.ProgressEvery < 0 {
+		errs = append(errs, fmt.Errorf("runner: progress every %s: want >= 0 (0: DefaultProgressEvery)", o.ProgressEvery))
+	}
+	if o.FaultHold < 0 {
+		errs = append(errs, fmt.Errorf("runner: fault hold %s: want >= 0 (0: DefaultFaultHold)", o.FaultHold))
+	}
+	return errors.Join(errs...)
 }
 
 // Run runs one scenario and returns its summary. The error is for runs that could not start; a
@@ -116,6 +132,15 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 			sum.Failure = err.Error()
 		}
 	}
+	switch {
+	case sum.RecoveryS != nil:
+		opts.Metrics.Recovery(sc.Name, time.Duration(*sum.RecoveryS*float64(time.Second)))
+	case len(sum.NotRecovered) > 0:
+		opts.Metrics.NoRecovery(sc.Name)
+	}
+	if opts.Metrics != nil {
+		m.ft.gauge.flush(ctx)
+	}
 	return sum, nil
 }
 
@@ -134,14 +159,16 @@ func runLoad(ctx context.Context, sc *scenario.Scenario, t *topology, opts Optio
 	if err != nil {
 		return measured{}, err
 	}
-	m := measured{rec: gen.rec, ft: newFaultTimeline(sc, t, opts.Metrics)}
+	m := measured{rec: gen.rec, ft: newFaultTimeline(sc, t, opts.Metrics, cmp.Or(opts.FaultHold, DefaultFaultHold))}
 	m.sampler = newSampler(t, m.ft)
+	mon := newMonitor(sc, gen.rec, m.ft, opts)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	faultsCtx, stopFaults := context.WithCancel(ctx)
 	faultsDone := make(chan struct{})
 	start := time.Now()
 	m.sampler.start(start)
+	mon.run(start)
 	go func() {
 		defer close(faultsDone)
 		m.ft.run(faultsCtx, start)
@@ -150,6 +177,7 @@ func runLoad(ctx context.Context, sc *scenario.Scenario, t *topology, opts Optio
 	stopFaults()
 	<-faultsDone
 	m.ft.finish()
+	mon.stop()
 	m.sampler.stop()
 	if cerr := ctx.Err(); cerr != nil {
 		return m, cerr
@@ -202,7 +230,7 @@ func record2hist(h *hdrhistogram.Histogram, d time.Duration) {
 	_ = h.RecordValue(min(us, int64(5*time.Minute/time.Microsecond)))
 }
 
-// summarize fills the calls, the routing totals, the faults and the timeline.
+// summarize fills the calls, the routing totals, the faults, the timeline and the recovery.
 func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, ft *faultTimeline) {
 	tl := summarizeCalls(sum, sc, rec)
 	s.fill(tl, sum)
@@ -215,9 +243,8 @@ func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, f
 		}
 	}
 	sum.Timeline = tl
-	if r, ok := recovery(rec, sum.Faults); ok {
-		sum.RecoveryS = &r
-	}
+	sum.RecoveryTolerance = RecoveryTolerance
+	sum.RecoveryS, sum.NotRecovered = recoveries(tl, sum.Faults, sc.Load.Duration.Seconds())
 }
 
 // summarizeCalls fills the calls and returns the timeline's seconds with the calls offered, achieved
@@ -225,71 +252,30 @@ func summarize(sum *Summary, sc *scenario.Scenario, rec *recorder, s *sampler, f
 func summarizeCalls(sum *Summary, sc *scenario.Scenario, rec *recorder) []Second {
 	sum.Calls.FailedByCode = map[string]int64{}
 	sum.Calls.Missed = rec.missed
+	tl := rec.counts(int(math.Ceil(sc.Load.Duration.Seconds())))
 	all := load.NewHistogram()
-	seconds := int(math.Ceil(sc.Load.Duration.Seconds()))
-	for _, r := range rec.records {
-		seconds = max(seconds, int(r.end()/time.Second)+1)
-	}
-	tl := make([]Second, seconds)
-	hists := make([]*hdrhistogram.Histogram, seconds)
-	for i := range tl {
-		tl[i].T = i
-		hists[i] = load.NewHistogram()
-	}
-	for _, d := range rec.offered {
-		if i := int(d / time.Second); i < seconds {
-			tl[i].Offered++
-		}
-	}
+	hists := make([]*hdrhistogram.Histogram, len(tl))
 	for _, r := range rec.records {
 		sum.Calls.Sent++
 		record2hist(all, r.dur)
 		i := int(r.end() / time.Second)
-		tl[i].Achieved++
+		if hists[i] == nil {
+			hists[i] = load.NewHistogram()
+		}
 		record2hist(hists[i], r.dur)
 		if r.code == codes.OK {
 			sum.Calls.OK++
-			tl[i].OK++
-			continue
+		} else {
+			sum.Calls.FailedByCode[r.code.String()]++
 		}
-		sum.Calls.FailedByCode[r.code.String()]++
-		if tl[i].ByCode == nil {
-			tl[i].ByCode = map[string]int64{}
-		}
-		tl[i].ByCode[r.code.String()]++
 	}
 	sum.Calls.LatencyUs = result.LatencyOf(all)
 	for i := range tl {
-		if tl[i].Achieved > 0 {
+		if hists[i] != nil {
 			tl[i].LatencyUs = result.LatencyOf(hists[i])
 		}
 	}
 	return tl
-}
-
-// recovery is, over the faults of the run, the longest time from a fault's end until the last failed
-// call that started before the next fault: calls that started after it succeeded again.
-func recovery(rec *recorder, windows []FaultWindow) (float64, bool) {
-	if len(windows) == 0 {
-		return 0, false
-	}
-	worst := 0.0
-	for _, w := range windows {
-		next := math.Inf(1)
-		for _, o := range windows {
-			if o.StartS >= w.EndS && o != w {
-				next = min(next, o.StartS)
-			}
-		}
-		last := w.EndS
-		for _, r := range rec.records {
-			if s := r.start.Seconds(); r.code != codes.OK && s >= w.EndS && s < next {
-				last = max(last, s)
-			}
-		}
-		worst = max(worst, last-w.EndS)
-	}
-	return worst, true
 }
 
 // inflightDuring counts the calls running at some moment of the kill.

@@ -23,11 +23,17 @@ type Summary struct {
 	Objectives []ObjectiveResult `json:"objectives"`
 	Calls      Calls             `json:"calls"`
 	Routing    Routing           `json:"routing"`
-	// RecoveryS is the longest time, over the faults, from a fault's end until no call started after it
-	// failed; null when no fault ended during the load.
-	RecoveryS *float64      `json:"recovery_s"`
-	Faults    []FaultWindow `json:"faults"`
-	Timeline  []Second      `json:"timeline"`
+	// RecoveryS is the longest recovery over the faults (see FaultWindow.RecoveryS); null when the run
+	// had no fault, or when calls never caught up after one of them (NotRecovered names those).
+	RecoveryS *float64 `json:"recovery_s"`
+	// NotRecovered names the faults after which calls never caught up within the run.
+	NotRecovered []string `json:"not_recovered,omitempty"`
+	// RecoveryTolerance is the rule's tolerance: a second caught up when the calls that succeeded in
+	// it were at least (1 - RecoveryTolerance) of the calls offered in it (less one call) and no call
+	// offered in it failed.
+	RecoveryTolerance float64       `json:"recovery_tolerance"`
+	Faults            []FaultWindow `json:"faults"`
+	Timeline          []Second      `json:"timeline"`
 }
 
 // ObjectiveResult is one objective, or one invariant, checked.
@@ -65,17 +71,30 @@ type FaultWindow struct {
 	Name   string  `json:"name"`
 	StartS float64 `json:"start_s"`
 	EndS   float64 `json:"end_s"`
+	// RecoveryFromS is when recovery from the fault starts to count: when it was removed, or, for a
+	// fault that lasted to the end of the load and for one that is not undone, when it was in place
+	// (a kill done, a rolling restart over).
+	RecoveryFromS float64 `json:"recovery_from_s"`
+	// RecoveryS is the time from RecoveryFromS to the start of the first second from which every
+	// second caught up (see Summary.RecoveryTolerance), until the next fault started or the load
+	// ended; null when that never happened: not recovered.
+	RecoveryS *float64 `json:"recovery_s"`
 }
 
 // Second is one second of the run.
 type Second struct {
 	T int `json:"t"`
-	// Offered is calls scheduled to start in this second; Achieved calls that finished in it.
-	Offered  int64            `json:"offered"`
-	Achieved int64            `json:"achieved"`
-	OK       int64            `json:"ok"`
-	ByCode   map[string]int64 `json:"failed_by_code,omitempty"`
-	// LatencyUs of the calls that finished in this second.
+	// Offered is calls scheduled to start in this second. Achieved is calls that finished in it and
+	// succeeded: a failed call is never throughput. OK is the same count, under its older name.
+	Offered  int64 `json:"offered"`
+	Achieved int64 `json:"achieved"`
+	OK       int64 `json:"ok"`
+	// Failed is calls that finished in this second and failed, ByCode the same by gRPC code.
+	Failed int64            `json:"failed"`
+	ByCode map[string]int64 `json:"failed_by_code,omitempty"`
+	// OfferedFailed is calls offered in this second that failed, whenever they ended.
+	OfferedFailed int64 `json:"offered_failed"`
+	// LatencyUs of the calls that finished in this second, successful or not.
 	LatencyUs result.Latency `json:"latency_us"`
 	// RoutingCounts is the routing histogram's increase in this second (per bucket, as in Routing).
 	RoutingCounts   []uint64 `json:"routing_counts"`

@@ -39,7 +39,7 @@
 //	  success_ratio: ">= 0.999"    # successful calls / calls
 //	  latency_p50: "<= 20ms"       # also latency_p90, latency_p99
 //	  routing_timeouts: "== 0"     # tunnel_routing_timeout_total, summed over kas
-//	  recovery: "<= 15s"           # after each fault ends, until calls succeed again
+//	  recovery: "<= 15s"           # after each fault, until calls caught up again (below)
 //	  reconnect_rate: "<= 500"     # peak new agent connections per second (100 ms windows)
 //	  max_failed: inflight_at_kill # failed calls: a number, or the calls in flight when a kas died
 //	  zero_failed: true            # same as max_failed: 0
@@ -48,4 +48,55 @@
 //
 // Objectives are an operator (<, <=, ==, >=, >) and a value; quote those that start with ">", which
 // YAML would read as a folded block.
+//
+// A scenario that bounds no failures (success_ratio, max_failed or zero_failed, in either scope)
+// allows none: one failed call fails the run. One that bounds only unaffected calls lets the calls
+// to the agents its faults select fail.
+//
+// Recovery, for each fault, is the time from when it ended (a fault that lasts to the end of the
+// load: when it was in place; a kill or a restart: when it was done) until calls caught up again, on
+// the run's timeline of whole seconds: a second has caught up when the calls that succeeded in it
+// are at least 90% of the calls offered in it (less one call, for calls that cross a second's edge)
+// and no call offered in it failed. Recovery runs to the start of the first second from which every
+// second caught up, until the next fault starts or the load ends; a fault after which that never
+// happened is "not recovered", and fails a recovery objective.
+//
+// Link fault types (link: and type:), with their params and an example value for each; direction
+// is upstream, downstream or both (the default) for every type that takes it:
+//
+//	latency         {latency: 100ms, jitter: 20ms, direction: both}
+//	                latency is required; jitter (default 0) is at most latency; each direction
+//	                the fault applies to adds the latency, so with both a round trip grows by twice it
+//	bandwidth       {rate: 500KB/s, direction: both}
+//	                rate is required, a whole number of KB/s or MB/s, per connection and direction
+//	blackhole       {close_after: 5s, direction: both}
+//	                drops every byte; close_after (default 0: never) closes a connection that long
+//	                after the black hole reached it; removing it closes the connections it held
+//	limit-data      {bytes: 16KiB, direction: both}
+//	                bytes is required: a connection closes once that many passed in a direction
+//	link-down       {}
+//	                the proxy stops listening and closes every connection; removing it listens again
+//	reset-peer      {timeout: 0s, direction: both}
+//	                resets a connection timeout (default 0) after the next bytes arrive
+//	slow-close      {delay: 1s, direction: both}
+//	                delay is required: a close reaches the other side that much later
+//
+// Process fault types (process:), with their params, what select picks and whether for undoes
+// them:
+//
+//	kill-kas        {}
+//	                select kas (required: kas, count or fraction; never every kas); no for
+//	stop-kas        {}
+//	                a graceful shutdown (calls in flight finish, agents are told to go); select and
+//	                for as kill-kas
+//	kill-agents     {}
+//	                select agents (default every agent); with for, they start again at its end
+//	restart-agents  {mode: rolling, interval: 1s}
+//	                mode is together (default) or rolling; interval, rolling only and required
+//	                there, is the pause between one agent's restart and the next; select agents;
+//	                no for (a rolling restart must end within the load)
+//	stop-redis      {}
+//	                needs tracker: redis; no select; with for, Redis starts again (empty) at its end
+//	start-redis     {}
+//	                needs tracker: redis; no select; no for
 package scenario

@@ -42,8 +42,13 @@ func (p *parser) fault(n *yaml.Node, path string, topo Topology, topoOK bool, lo
 	f.At = p.duration(m, "at", path, 0, 0, MaxDuration)
 	f.For = p.duration(m, "for", path, 0, time.Millisecond, MaxDuration)
 	f.Deadline = p.duration(m, "deadline", path, chaos.DefaultChangeDeadline, time.Millisecond, MaxDuration)
-	f.Params = p.params(m, path)
+	var paramsBad map[string]bool
+	f.Params, paramsBad = p.params(m, path)
+	selErrs := len(p.errs)
 	f.Select = p.selection(m, path, topo, topoOK)
+	// A select that could not be read must not also be reported as missing or as too large for the
+	// topology: one mistake, one error.
+	selOK := len(p.errs) == selErrs
 
 	le, isLink := m["link"]
 	pe, isProcess := m["process"]
@@ -51,9 +56,9 @@ func (p *parser) fault(n *yaml.Node, path string, topo Topology, topoOK bool, lo
 	case isLink && isProcess:
 		p.errf(pe.key, join(path, "process"), "a fault is on a link or a process, not both")
 	case isLink:
-		p.linkFault(&f, m, le, path, topo, topoOK)
+		p.linkFault(&f, m, le, path, topo, topoOK, selOK, paramsBad)
 	case isProcess:
-		p.processFault(&f, m, pe, path, topo, topoOK)
+		p.processFault(&f, m, pe, path, topo, topoOK, selOK, paramsBad)
 	default:
 		p.errf(n, path, "a fault needs link (with type) or process")
 	}
@@ -64,7 +69,7 @@ func (p *parser) fault(n *yaml.Node, path string, topo Topology, topoOK bool, lo
 		} else if e, ok := m["for"]; ok && f.At+f.For > load.Duration {
 			p.errf(e.val, join(path, "for"), "the fault would end at %s, after the load (duration %s)", f.At+f.For, load.Duration)
 		}
-		if r, ok := f.Process.(*chaos.RestartAgents); ok && topoOK {
+		if r, ok := f.Process.(*chaos.RestartAgents); ok && topoOK && selOK && len(p.errs) == errs {
 			n := f.Select.N(topo.Agents)
 			if len(f.Select.Agents) > 0 {
 				n = len(f.Select.Agents)
@@ -81,7 +86,7 @@ func (p *parser) fault(n *yaml.Node, path string, topo Topology, topoOK bool, lo
 	return f, len(p.errs) == errs
 }
 
-func (p *parser) linkFault(f *Fault, m map[string]entry, le entry, path string, topo Topology, topoOK bool) {
+func (p *parser) linkFault(f *Fault, m map[string]entry, le entry, path string, topo Topology, topoOK, selOK bool, paramsBad map[string]bool) {
 	kp := join(path, "link")
 	v, ok := p.scalar(le, kp)
 	if !ok {
@@ -100,7 +105,9 @@ func (p *parser) linkFault(f *Fault, m map[string]entry, le entry, path string, 
 		case link == chaos.LinkKasRedis && topo.Tracker != TrackerRedis:
 			p.errf(le.val, kp, "the topology has no kas->redis link: it needs tracker: redis (it uses %s)", topo.Tracker)
 		}
-		p.checkLinkSelect(f, m, path, topo)
+		if selOK {
+			p.checkLinkSelect(f, m, path, topo)
+		}
 	}
 	te, ok := m["type"]
 	if !ok {
@@ -112,15 +119,19 @@ func (p *parser) linkFault(f *Fault, m map[string]entry, le entry, path string, 
 		return
 	}
 	f.Type = typ
+	if slices.Contains(chaos.ProcessTypes(), typ) {
+		p.errf(te.val, join(path, "type"), "%s is a process fault: write process: %s, without link and type", typ, typ)
+		return
+	}
 	fault, err := chaos.NewFault(typ, f.Params)
 	if err != nil {
-		p.paramErrors(err, m, te, path)
+		p.paramErrors(err, m, te, path, paramsBad)
 		return
 	}
 	f.Network = fault
 }
 
-func (p *parser) processFault(f *Fault, m map[string]entry, pe entry, path string, topo Topology, topoOK bool) {
+func (p *parser) processFault(f *Fault, m map[string]entry, pe entry, path string, topo Topology, topoOK, selOK bool, paramsBad map[string]bool) {
 	kp := join(path, "process")
 	typ, ok := p.scalar(pe, kp)
 	if !ok {
@@ -130,9 +141,13 @@ func (p *parser) processFault(f *Fault, m map[string]entry, pe entry, path strin
 		p.errf(te.key, join(path, "type"), "type is for link faults; a process fault is named by process")
 	}
 	f.Type = typ
+	if slices.Contains(chaos.FaultTypes(), typ) {
+		p.errf(pe.val, kp, "%s is a link fault: write link: LINK and type: %s", typ, typ)
+		return
+	}
 	proc, err := chaos.NewProcess(typ, f.Params)
 	if err != nil {
-		p.paramErrors(err, m, pe, path)
+		p.paramErrors(err, m, pe, path, paramsBad)
 		return
 	}
 	f.Process = proc
@@ -144,6 +159,9 @@ func (p *parser) processFault(f *Fault, m map[string]entry, pe entry, path strin
 	}
 	se, hasSelect := m["select"]
 	sel := f.Select
+	if !selOK {
+		return
+	}
 	switch proc.Selects() {
 	case chaos.SelectsNothing:
 		if hasSelect {
@@ -190,8 +208,10 @@ func (p *parser) checkLinkSelect(f *Fault, m map[string]entry, path string, topo
 }
 
 // paramErrors reports the errors of chaos.NewFault or NewProcess at the line of the param they
-// are about, or of the type when they are about no param.
-func (p *parser) paramErrors(err error, m map[string]entry, typ entry, path string) {
+// are about, or of the type when they are about no param. Errors about params that could not be read
+// (bad, or every param when params is not a mapping) were reported already: the fault type would
+// only call them missing.
+func (p *parser) paramErrors(err error, m map[string]entry, typ entry, path string, bad map[string]bool) {
 	var list []error
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		list = j.Unwrap()
@@ -203,6 +223,9 @@ func (p *parser) paramErrors(err error, m map[string]entry, typ entry, path stri
 		var pe *chaos.ParamError
 		if !errors.As(e, &pe) || pe.Key == "" {
 			p.errf(typ.val, join(path, typ.key.Value), "%v", e)
+			continue
+		}
+		if bad[pe.Key] || bad[allParams] {
 			continue
 		}
 		kp := join(path, "params."+pe.Key)
@@ -227,22 +250,29 @@ func valueOf(mapping *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// params reads a mapping of scalar values; the fault type checks the keys.
-func (p *parser) params(m map[string]entry, path string) chaos.Params {
+// allParams in the bad set of params means that none could be read.
+const allParams = "*"
+
+// params reads a mapping of scalar values; the fault type checks the keys. bad holds the keys whose
+// value could not be read (reported here), or allParams.
+func (p *parser) params(m map[string]entry, path string) (params chaos.Params, bad map[string]bool) {
 	e, ok := m["params"]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	kp := join(path, "params")
+	bad = map[string]bool{}
 	if e.val.Kind != yaml.MappingNode {
 		p.errf(e.val, kp, "want a mapping of parameters, e.g. {latency: 100ms}")
-		return nil
+		bad[allParams] = true
+		return nil, bad
 	}
 	out := chaos.Params{}
 	for i := 0; i+1 < len(e.val.Content); i += 2 {
 		k, v := e.val.Content[i], e.val.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
 			p.errf(k, kp, "keys must be plain words")
+			bad[allParams] = true
 			continue
 		}
 		if _, dup := out[k.Value]; dup {
@@ -251,9 +281,11 @@ func (p *parser) params(m map[string]entry, path string) chaos.Params {
 		}
 		if val, ok := p.scalar(entry{k, v}, join(kp, k.Value)); ok {
 			out[k.Value] = val
+		} else {
+			bad[k.Value] = true
 		}
 	}
-	return out
+	return out, bad
 }
 
 // selection reads select: {count | fraction | kas | agents}.

@@ -21,8 +21,9 @@ const (
 	LatencyP99 Metric = "latency_p99"
 	// RoutingTimeouts: tunnel_routing_timeout_total over the run, summed over every kas.
 	RoutingTimeouts Metric = "routing_timeouts"
-	// Recovery: for each fault, the time from its end (the moment of a process fault that is not
-	// undone) until calls succeed again, in seconds; the objective holds for the slowest.
+	// Recovery: for each fault, the time from its end (from when it was in place, for a fault that
+	// lasts to the end of the load or is not undone) until calls caught up again, in seconds, by the
+	// rule in the package doc; the objective holds for the slowest, and fails when one never caught up.
 	Recovery Metric = "recovery"
 	// FailedCalls: calls that did not succeed.
 	FailedCalls Metric = "failed_calls"

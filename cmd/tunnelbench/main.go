@@ -18,7 +18,7 @@ const usage = `tunnelbench measures what the reverse gRPC tunnel costs and how i
 Usage:
   tunnelbench bench [flags]    run the benchmark matrix (tunnel vs direct gRPC) and write results
   tunnelbench scenario run FILE  run one chaos scenario (faults on every link, objectives) and write results
-  tunnelbench chaos            run every scenario in scenarios/ (make chaos), results in results/chaos/
+  tunnelbench chaos            run every scenario in scenarios/ (make chaos), results in results/chaos-latest/
   tunnelbench merge RUN RUN...  merge one matrix's runs from several load hosts into one report
   tunnelbench demo-server      serve the demo service on plain gRPC (an upstream for agentk --expose)
   tunnelbench help             show this help

@@ -24,16 +24,22 @@ var errObjectivesFailed = errors.New("the tunnel did not meet every objective")
 const scenarioUsage = `
 tunnelbench scenario run executes one scenario file: it starts the scenario's topology in this process
 with a fault proxy on every link, sends its load, applies its faults on time and checks its objectives.
+While the load runs it prints a line every 5 s: calls offered, achieved (succeeded) and failed by code,
+and the faults active. A scenario that bounds no failures (success_ratio, max_failed, zero_failed)
+allows none; recovery is "not recovered" when calls never caught up after a fault (the rule is in
+chaos/scenario/doc.go).
 
 Results: OUT/summary.json (schema tunnelbench/scenario/v1), OUT/report.md and OUT/plots/*.svg.
-Exit status: 0 when every objective held, 1 when one failed, 2 when the file is not a valid scenario.
+Exit status: 0 when every objective held, 1 when one failed (failed calls beyond what the scenario
+allows included), 2 when the file is not a valid scenario.
 
 Usage: tunnelbench scenario run FILE [--out DIR] [--metrics-listen ADDR]
 `
 
 const chaosUsage = `
 tunnelbench chaos runs every scenario file of a directory (scenarios/ by default), one after the other,
-and writes each one's results to OUT/<name>/ and a table of all of them to OUT/README.md.
+and writes each one's results to OUT/<name>/ and a table of all of them to OUT/README.md. OUT defaults
+to results/chaos-latest; results/chaos holds the committed reference run.
 Exit status: 0 when every scenario held, 1 when one failed, 2 when a file is not a valid scenario.
 
 Usage: tunnelbench chaos [--dir DIR] [--out DIR] [--only NAME,...]
@@ -134,7 +140,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("tunnelbench chaos", flag.ContinueOnError)
 	cli.SetUsage(fs, chaosUsage)
 	dir := fs.String("dir", "scenarios", "directory of scenario files (*.yaml)")
-	out := fs.String("out", filepath.Join("results", "chaos"), "directory for the results")
+	out := fs.String("out", filepath.Join("results", "chaos-latest"), "directory for the results (results/chaos is the committed reference)")
 	only := fs.String("only", "", "comma-separated scenario names to run (default all)")
 	metricsListen := fs.String("metrics-listen", "", "serve the runs' metrics for Prometheus at this address, e.g. "+bench.DefaultMetricsListen)
 	if err := cli.Parse(fs, args, stdout); err != nil {
