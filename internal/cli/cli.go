@@ -5,6 +5,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,7 +20,12 @@ import (
 )
 
 // UsageError is a problem with the command line: the process exits with code 2.
-type UsageError struct{ Err error }
+type UsageError struct {
+	Err error
+	// Command is the command whose --help tells how to fix it ("tunnelbench bench"); empty: the
+	// program's.
+	Command string
+}
 
 func (e UsageError) Error() string { return e.Err.Error() }
 func (e UsageError) Unwrap() error { return e.Err }
@@ -29,34 +35,26 @@ func Usagef(format string, args ...any) error {
 	return UsageError{Err: fmt.Errorf(format, args...)}
 }
 
-// ErrHelp means the user asked for help, which was printed: exit 0.
+// ErrHelp means the user asked for help or the version, which was printed: exit 0.
 var ErrHelp = flag.ErrHelp
 
-// Parse parses args. Errors come back as a one-line UsageError; -h/--help prints the usage to out and
-// returns ErrHelp.
+// Parse parses args. Errors come back as a one-line UsageError: an unknown flag with the nearest
+// known ones, a *-file flag naming a file that cannot be read, a *-listen flag that is not HOST:PORT.
+// -h/--help prints the usage to out and --version the version line; both return ErrHelp.
 func Parse(fs *flag.FlagSet, args []string, out io.Writer) error {
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(out)
-			fs.Usage()
-			return ErrHelp
-		}
-		return UsageError{Err: redactSecrets(err, args)}
-	}
-	if fs.NArg() > 0 {
-		return Usagef("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
+	_, err := ParsePositional(fs, args, out, 0)
+	return err
 }
 
 // ParsePositional is Parse for commands that take up to n positional arguments, before or after the
 // flags; it returns them.
 func ParsePositional(fs *flag.FlagSet, args []string, out io.Writer, n int) ([]string, error) {
+	usageError := func(err error) error { return UsageError{Err: redactSecrets(err, args), Command: fs.Name()} }
 	var pos []string
 	for len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(pos) < n {
 		pos, args = append(pos, args[0]), args[1:]
 	}
+	version := addVersionFlag(fs)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -64,13 +62,29 @@ func ParsePositional(fs *flag.FlagSet, args []string, out io.Writer, n int) ([]s
 			fs.Usage()
 			return nil, ErrHelp
 		}
-		return nil, UsageError{Err: redactSecrets(err, args)}
+		return nil, usageError(rewordParseError(fs, err))
+	}
+	if *version {
+		program, _, _ := strings.Cut(fs.Name(), " ") // "tunnelbench bench" is tunnelbench's
+		fmt.Fprintln(out, Version(program))
+		return nil, ErrHelp
 	}
 	pos = append(pos, fs.Args()...)
 	if len(pos) > n {
-		return nil, Usagef("unexpected argument %q", pos[n])
+		return nil, usageError(fmt.Errorf("unexpected argument %q", pos[n]))
+	}
+	if err := errors.Join(checkFileFlags(fs), checkListenFlags(fs)); err != nil {
+		return nil, usageError(err)
 	}
 	return pos, nil
+}
+
+// addVersionFlag gives fs --version, unless it has a flag of that name already.
+func addVersionFlag(fs *flag.FlagSet) *bool {
+	if fs.Lookup("version") != nil {
+		return new(bool)
+	}
+	return fs.Bool("version", false, "print the version (module, VCS revision, Go version) and exit")
 }
 
 // SetUsage gives fs a usage text: the summary, then every flag with its default.
@@ -94,11 +108,12 @@ func Main(name string, run func(ctx context.Context, args []string) error) {
 
 // ExitCode prints err for the user and returns the exit code it deserves.
 func ExitCode(name string, err error, stderr io.Writer) int {
+	var usage UsageError
 	switch {
 	case err == nil, errors.Is(err, ErrHelp):
 		return 0
-	case errors.As(err, new(UsageError)):
-		fmt.Fprintf(stderr, "%s: %v (run '%s --help' for usage)\n", name, oneLine(err), name)
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "%s: %v (run '%s --help' for usage)\n", name, oneLine(err), cmp.Or(usage.Command, name))
 		return 2
 	default:
 		fmt.Fprintf(stderr, "%s: %v\n", name, oneLine(err))
