@@ -24,6 +24,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
 // DefaultKasAddress is where agentk looks for kas's agent API.
@@ -155,10 +156,10 @@ func (k *Agentk) Agent() *tunclient.Agent { return k.agent }
 // Start opens the metrics listener and the tunnels.
 func (k *Agentk) Start() error {
 	if k.cfg.MetricsListen != "" {
-		l, err := net.Listen("tcp", k.cfg.MetricsListen)
+		l, err := cli.Listen("metrics-listen", k.cfg.MetricsListen)
 		if err != nil {
 			k.agent.Stop(context.Background())
-			return fmt.Errorf("listen on %s: %w", k.cfg.MetricsListen, err)
+			return err
 		}
 		k.lis = l
 		mux := http.NewServeMux()

@@ -21,6 +21,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := a.Start(); err != nil {
+		// What New opened (the connection to kas, metrics, upstreams) closes with it.
+		sctx, cancel := context.WithTimeout(context.Background(), StopGrace)
+		defer cancel()
+		a.Stop(sctx)
 		return err
 	}
 	<-ctx.Done()
