@@ -31,6 +31,10 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if err := s.Start(); err != nil {
+		// What New built (metrics, the tracker's connections) ends with it.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(sctx)
 		return err
 	}
 	<-ctx.Done()

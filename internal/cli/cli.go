@@ -153,10 +153,10 @@ func ReadSecretFile(path string) (string, error) {
 var SecretFlags = []string{"token", "agent-token", "caller-token"}
 
 // redactSecrets removes from err's message every value given to a SecretFlags flag in args. For
-// KEY=SECRET values (--agent-token 1=TOKEN) the key stays.
+// KEY=SECRET values (--agent-token 1=TOKEN) the key stays. The error still unwraps to err.
 func redactSecrets(err error, args []string) error {
 	msg := err.Error()
-	var secrets []string
+	redacted := msg
 	for i, a := range args {
 		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if !strings.HasPrefix(a, "-") || !slices.Contains(SecretFlags, name) {
@@ -168,18 +168,44 @@ func redactSecrets(err error, args []string) error {
 		if _, secret, ok := strings.Cut(value, "="); ok && secret != "" {
 			value = secret
 		}
-		if value != "" {
-			secrets = append(secrets, value)
-		}
-	}
-	redacted := msg
-	for _, s := range secrets {
-		redacted = strings.ReplaceAll(redacted, s, "<redacted>")
+		redacted = redactValue(redacted, value)
 	}
 	if redacted == msg {
 		return err
 	}
-	return errors.New(redacted)
+	return &flagError{msg: redacted, err: err}
+}
+
+// redactValue replaces secret in msg where it stands as a value: after a quote, an '=' or a line's
+// start, and before a quote, a ':', a ',', a space or a line's end, as messages show values. A short
+// dev token ("a") inside words ("is a directory", "/tmp/data") is not the token and stays.
+func redactValue(msg, secret string) string {
+	if secret == "" {
+		return msg
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, secret)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		j := i + len(secret)
+		before, after := byte('\n'), byte('\n')
+		if i > 0 {
+			before = msg[i-1]
+		}
+		if j < len(msg) {
+			after = msg[j]
+		}
+		b.WriteString(msg[:i])
+		if strings.IndexByte("\"=\n", before) >= 0 && strings.IndexByte("\":, \n", after) >= 0 {
+			b.WriteString("<redacted>")
+		} else {
+			b.WriteString(secret)
+		}
+		msg = msg[j:]
+	}
 }
 
 // SplitList splits a comma-separated flag value, dropping blanks.

@@ -192,3 +192,23 @@ func TestListenError(t *testing.T) {
 		t.Errorf("a busy port is not a usage error: exit %d, want 1", code)
 	}
 }
+
+func TestRedactSecrets(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		msg, want string
+	}{
+		{[]string{"--min-idle", "--token=zq-secret"}, `invalid value "--token=zq-secret" for flag --min-idle`, `invalid value "--token=<redacted>" for flag --min-idle`},
+		{[]string{"--agent-token", "1=zq-secret"}, `agent id "1=zq-secret"`, `agent id "1=<redacted>"`},
+		{[]string{"--tls-cert-file", "--token", "zq-secret"}, `unexpected argument "zq-secret"`, `unexpected argument "<redacted>"`},
+		{[]string{"--caller-token", "*=zq-secret"}, "zq-secret: x\nzq-secret", "<redacted>: x\n<redacted>"},
+		// A dev token of one letter is not redacted inside words.
+		{[]string{"--agent-token", "1=a"}, "--private-api-secret-file /tmp/data: is a directory", "--private-api-secret-file /tmp/data: is a directory"},
+		{[]string{"--token", "zq-secret"}, "zq-secretive", "zq-secretive"},
+	} {
+		err := redactSecrets(errors.New(c.msg), c.args)
+		if err.Error() != c.want {
+			t.Errorf("%q: %q, want %q", c.args, err, c.want)
+		}
+	}
+}
