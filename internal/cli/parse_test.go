@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -162,11 +164,26 @@ func TestBuildLine(t *testing.T) {
 		{Build{Module: "github.com/tunnelbench/tunnelbench", Version: "v1.2.0", Revision: "2dc419c0", GoVersion: "go1.26.8", Platform: "linux/arm64"},
 			"github.com/tunnelbench/tunnelbench v1.2.0 revision 2dc419c0; go1.26.8 linux/arm64"},
 		{Build{GoVersion: "go1.26.8", Platform: "linux/amd64"},
-			"github.com/tunnelbench/tunnelbench (devel) revision unknown (not built by go build from a git clone); go1.26.8 linux/amd64"},
+			"github.com/tunnelbench/tunnelbench (devel) revision unknown (built without VCS stamping: go run, go test, -buildvcs=false or outside a git clone); go1.26.8 linux/amd64"},
 	} {
 		if got := c.b.Line(); got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
 		}
+	}
+}
+
+func TestBuildFrom(t *testing.T) {
+	bi := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/tunnelbench/tunnelbench", Version: "v0.0.0-20261201184607-ff95aa07c7b3"},
+		Settings: []debug.BuildSetting{{Key: "-buildmode", Value: "exe"}, {Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "ff95aa07c7b3f7daa619f7a68689d1aa4a88282f"},
+			{Key: "vcs.time", Value: "2026-12-01T18:46:07Z"}, {Key: "vcs.modified", Value: "false"}}}
+	want := Build{Module: "github.com/tunnelbench/tunnelbench", Version: "v0.0.0-20261201184607-ff95aa07c7b3", Revision: "ff95aa07c7b3f7daa619f7a68689d1aa4a88282f",
+		Time: "2026-12-01T18:46:07Z", GoVersion: "go1.26.8", Platform: "linux/amd64"}
+	if got := buildFrom(bi, "linux/amd64"); got != want {
+		t.Errorf("got  %+v\nwant %+v", got, want)
+	}
+	// The running test binary: the Go version at least.
+	if b := ReadBuild(); b.GoVersion != runtime.Version() || b.Platform != runtime.GOOS+"/"+runtime.GOARCH {
+		t.Errorf("ReadBuild() = %+v", b)
 	}
 }
 

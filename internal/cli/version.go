@@ -48,7 +48,7 @@ func buildFrom(bi *debug.BuildInfo, platform string) Build {
 // Line is the build in one line, as --version prints it after the program's name:
 // "github.com/tunnelbench/tunnelbench (devel) revision 2dc4…, 2026-05-01T10:00:00Z, modified; go1.26.8 linux/amd64".
 func (b Build) Line() string {
-	rev := "revision unknown (not built by go build from a git clone)"
+	rev := "revision unknown (built without VCS stamping: go run, go test, -buildvcs=false or outside a git clone)"
 	if b.Revision != "" {
 		rev = "revision " + b.Revision
 		if b.Time != "" {
