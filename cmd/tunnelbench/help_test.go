@@ -108,7 +108,7 @@ func TestBadArgs(t *testing.T) {
 		{[]string{"bench", "--quik"}, "unknown flag --quik; did you mean --quick? (run 'tunnelbench bench --help' for usage)"},
 		{[]string{"bench", "--duration"}, "flag --duration needs a value"},
 		{[]string{"bench", "--metrics-listen", "9090"}, `--metrics-listen "9090": want HOST:PORT`},
-		{[]string{"scenario", "run", missing}, missing},
+		{[]string{"scenario", "run", missing}, "scenario file " + missing + ": no such file or directory (run 'tunnelbench scenario run --help' for usage)"},
 		{[]string{"scenario", "run", "--ot", "x", missing}, "unknown flag --ot; did you mean --out?"},
 		{[]string{"scenario", "--out=x"}, "want: tunnelbench scenario run FILE"},
 		{[]string{"scenario"}, "want: tunnelbench scenario run FILE"},

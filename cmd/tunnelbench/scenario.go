@@ -55,16 +55,19 @@ func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 				return err
 			}
 		}
-		return cli.Usagef("want: tunnelbench scenario run FILE")
+		return cli.UsageError{Err: errors.New("want: tunnelbench scenario run FILE"), Command: fs.Name()}
 	}
 	pos, err := cli.ParsePositional(fs, args[1:], stdout, 1)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return cli.Usagef("missing the scenario FILE")
+		return cli.UsageError{Err: errors.New("missing the scenario FILE"), Command: fs.Name()}
 	}
 	file := pos[0]
+	if err := cli.CheckFile("scenario file", file); err != nil {
+		return cli.UsageError{Err: err, Command: fs.Name()}
+	}
 	sc, err := scenario.Load(file)
 	if err != nil {
 		return cli.UsageError{Err: err}

@@ -137,15 +137,15 @@ func New(cfg Config) (*Agentk, error) {
 	for svc, addr := range cfg.Expose {
 		up, err := dialUpstream(addr, a.MaxMessageSize())
 		if err == nil {
+			k.upstreams = append(k.upstreams, up) // closed below if this one or a later one fails
 			err = a.Expose(svc, up)
 		}
 		if err != nil {
 			k.closeUpstreams()
 			a.Stop(context.Background())
 			_ = conn.Close()
-			return nil, fmt.Errorf("expose %s=%s: %w", svc, addr, err)
+			return nil, fmt.Errorf("--expose %s=%s: %w", svc, addr, err)
 		}
-		k.upstreams = append(k.upstreams, up)
 	}
 	return k, nil
 }

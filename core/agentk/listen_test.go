@@ -36,3 +36,13 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("exit %d, %q", code, out.String())
 	}
 }
+
+// TestMainConfigError: what New refuses is the configuration: exit 2, one line naming the flag.
+func TestMainConfigError(t *testing.T) {
+	err := agentk.Main(t.Context(), []string{"--token", secret, "--kas-address", "127.0.0.1:1", "--expose", "grpc.health.v1.Health=127.0.0.1:1"}, &bytes.Buffer{}, &bytes.Buffer{})
+	var stderr bytes.Buffer
+	if code := cli.ExitCode("agentk", err, &stderr); code != 2 || strings.Count(stderr.String(), "\n") != 1 ||
+		!strings.Contains(stderr.String(), "--expose grpc.health.v1.Health=127.0.0.1:1: ") || !strings.Contains(stderr.String(), "already registered") {
+		t.Fatalf("exit %d, %q", code, stderr.String())
+	}
+}

@@ -190,6 +190,11 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 		if err := cfg.Redis.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+		if *redisPasswordFile != "" {
+			if _, err := cli.ReadSecretFile(*redisPasswordFile); err != nil {
+				errs = append(errs, fmt.Errorf("--redis-password-file: %w", err))
+			}
+		}
 		cfg.TrackerRefresh = *trackerRefresh
 		if *secretFile == "" {
 			errs = append(errs, errors.New("--redis-address needs --private-api-secret-file: kas replicas authenticate each other with it"))

@@ -12,11 +12,24 @@ import (
 // FileError is err, met reading path given to --flag, said so that the user knows which flag to fix:
 // "--ca-file /x: no such file or directory". It unwraps to err.
 func FileError(flagName, path string, err error) error {
+	return fileError("--"+flagName, path, err)
+}
+
+// CheckFile checks that path, given as what ("scenario FILE"), names a readable file; the error says
+// "WHAT PATH: no such file or directory".
+func CheckFile(what, path string) error {
+	if err := readable(path); err != nil {
+		return fileError(what, path, err)
+	}
+	return nil
+}
+
+func fileError(what, path string, err error) error {
 	cause := err
 	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == path {
 		cause = pe.Err // the path is said once, after the flag
 	}
-	return &flagError{msg: fmt.Sprintf("--%s %s: %v", flagName, path, cause), err: err}
+	return &flagError{msg: fmt.Sprintf("%s %s: %v", what, path, cause), err: err}
 }
 
 // flagError is an error said in terms of a flag, wrapping the error it comes from.
@@ -38,8 +51,8 @@ func checkFileFlags(fset *flag.FlagSet) error {
 		if !strings.HasSuffix(f.Name, "-file") || path == "" {
 			return
 		}
-		if err := readable(path); err != nil {
-			errs = append(errs, FileError(f.Name, path, err))
+		if err := CheckFile("--"+f.Name, path); err != nil {
+			errs = append(errs, err)
 		}
 	})
 	return errors.Join(errs...)
