@@ -1,5 +1,10 @@
-// Package cli holds what the three binaries share: flag parsing that ends in one clear line, repeatable
-// and file-backed flag values, logging setup, and running until SIGINT or SIGTERM.
+// Package cli holds what the three binaries share: flag parsing that ends in one clear line (the
+// nearest flag for a typo, the flag named in a missing file's or a busy port's error), --version,
+// repeatable and file-backed flag values, logging setup, and running until SIGINT or SIGTERM. Exit codes:
+// 2 for a bad command line (UsageError), 1 for a failure while running.
+//
+// Flags are checked by their names, so that a flag added later gets the same checks: a set *-file flag
+// must name a readable file, a set listen or *-listen flag must be HOST:PORT.
 //
 // It never calls os.Exit itself except in Main, so that everything else is testable.
 package cli
