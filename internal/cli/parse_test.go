@@ -18,7 +18,7 @@ import (
 )
 
 func TestSuggest(t *testing.T) {
-	flags := []string{"agent-listen", "agent-token", "agent-tokens-file", "api-listen", "dev", "version", "help", "redis-address", "redis-key-prefix", "redis-password-file"}
+	flags := []string{"agent-listen", "agent-token", "agent-tokens-file", "api-listen", "dev", "version", "help", "redis-address", "redis-key-prefix", "redis-password-file", "kas-ca-file"}
 	for _, c := range []struct {
 		word string
 		want []string
@@ -29,6 +29,8 @@ func TestSuggest(t *testing.T) {
 		{"vesion", []string{"version"}},
 		{"hepl", []string{"help"}},
 		{"redis", []string{"redis-address", "redis-key-prefix", "redis-password-file"}},
+		{"ca-file", []string{"kas-ca-file"}},
+		{"tokens-file", []string{"agent-tokens-file"}},
 		{"dve", nil},  // two edits in three letters is another word
 		{"nope", nil}, // nothing near
 		{"x", nil},    // too short to guess from

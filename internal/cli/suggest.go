@@ -9,8 +9,9 @@ import (
 )
 
 // Suggest returns the candidates a mistyped word most likely meant: the nearest ones by edit distance
-// when they are near enough to be a typo, else the ones the word begins (an abbreviation). Nil when
-// nothing is close: a wild guess would mislead more than no guess.
+// when they are near enough to be a typo, else the ones the word begins (an abbreviation: "redis") or
+// ends after a '-' (a prefix left out: "ca-file" for "kas-ca-file"). Nil when nothing is close: a wild
+// guess would mislead more than no guess.
 func Suggest(word string, candidates []string) []string {
 	if word == "" {
 		return nil
@@ -32,7 +33,7 @@ func Suggest(word string, candidates []string) []string {
 	var prefixed []string
 	if len(word) >= 3 {
 		for _, c := range candidates {
-			if strings.HasPrefix(c, word) {
+			if strings.HasPrefix(c, word) || strings.HasSuffix(c, "-"+word) {
 				prefixed = append(prefixed, c)
 			}
 		}
