@@ -7,8 +7,9 @@ BIN := bin
 
 all: build
 
+# -buildvcs=auto: --version shows the commit built from a git clone, even where GOFLAGS turns stamping off.
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
 
 test:
 	$(GO) vet ./...

@@ -58,7 +58,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *metricsListen != "" {
 		ms, err := bench.StartMetricsServer(*metricsListen)
 		if err != nil {
-			return err
+			return cli.ListenError("metrics-listen", *metricsListen, err)
 		}
 		defer ms.Close()
 		plan.Options.Metrics = ms
@@ -94,7 +94,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func benchFlags(fs *flag.FlagSet, cfg *bench.Config) {
 	fs.BoolVar(&cfg.Quick, "quick", cfg.Quick, "the headline cases only, shorter (under a minute on 2 cores)")
 	fs.StringVar(&cfg.Cases, "cases", cfg.Cases, "run only cases whose name matches this regular expression (direct pairs are kept)")
-	fs.StringVar(&cfg.Paths, "paths", cfg.Paths, "comma-separated paths (direct, tunnel, tunnel-public); default all")
+	fs.StringVar(&cfg.Paths, "paths", cfg.Paths, pathsHelp())
 	fs.StringVar(&cfg.Shapes, "shapes", cfg.Shapes, "comma-separated shapes such as unary-64B,unary-1MiB,server-stream-64KiB,bidi-1KiB,client-stream-1KiB,sleep")
 	fs.StringVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "comma-separated concurrency levels, for example 1,16,64")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up per case (default 1s, 300ms with --quick)")

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -29,9 +28,9 @@ Usage: tunnelbench demo-server [--listen ADDR]`)
 	if err := cli.Parse(fs, args, stdout); err != nil {
 		return err
 	}
-	l, err := net.Listen("tcp", *addr)
+	l, err := cli.Listen("listen", *addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *addr, err)
+		return err
 	}
 	s := grpc.NewServer()
 	demo.Register(s)

@@ -21,9 +21,10 @@ Usage:
   tunnelbench chaos            run every scenario in scenarios/ (make chaos), results in results/chaos-latest/
   tunnelbench merge RUN RUN...  merge one matrix's runs from several load hosts into one report
   tunnelbench demo-server      serve the demo service on plain gRPC (an upstream for agentk --expose)
-  tunnelbench help             show this help
+  tunnelbench help [COMMAND]   show this help, or a command's flags (as COMMAND --help does)
+  tunnelbench version          show the version (also --version, on every command)
 
-Run 'tunnelbench COMMAND --help' for a command's flags.
+Run 'tunnelbench help COMMAND' or 'tunnelbench COMMAND --help' for a command's flags.
 `
 
 func main() {
@@ -56,9 +57,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "scale-agents":
 		return runScaleAgents(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":
-		fmt.Fprint(stdout, usage)
+		return runHelp(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, cli.Version("tunnelbench"))
 		return nil
 	default:
-		return cli.Usagef("unknown command %q", args[0])
+		return unknownCommand(args[0])
 	}
 }

@@ -46,25 +46,34 @@ Usage: tunnelbench chaos [--dir DIR] [--out DIR] [--only NAME,...]
 `
 
 func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "run" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stdout, strings.TrimPrefix(scenarioUsage, "\n"))
-			return nil
-		}
-		return cli.Usagef("want: tunnelbench scenario run FILE")
-	}
 	fs := flag.NewFlagSet("tunnelbench scenario run", flag.ContinueOnError)
 	cli.SetUsage(fs, scenarioUsage)
 	out := fs.String("out", "", "directory for the results (default results/scenarios/<name>)")
 	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics for Prometheus at this address, e.g. "+bench.DefaultMetricsListen)
+	if len(args) == 0 || args[0] != "run" {
+		if len(args) > 0 && (args[0] == "help" || strings.HasPrefix(args[0], "-")) {
+			// scenario --help, help, --version: as scenario run answers them.
+			first := args[0]
+			if first == "help" {
+				first = "--help"
+			}
+			if err := cli.Parse(fs, []string{first}, stdout); err != nil {
+				return err
+			}
+		}
+		return cli.UsageError{Err: errors.New("want: tunnelbench scenario run FILE"), Command: fs.Name()}
+	}
 	pos, err := cli.ParsePositional(fs, args[1:], stdout, 1)
 	if err != nil {
 		return err
 	}
 	if len(pos) == 0 {
-		return cli.Usagef("missing the scenario FILE")
+		return cli.UsageError{Err: errors.New("missing the scenario FILE"), Command: fs.Name()}
 	}
 	file := pos[0]
+	if err := cli.CheckFile("scenario file", file); err != nil {
+		return cli.UsageError{Err: err, Command: fs.Name()}
+	}
 	sc, err := scenario.Load(file)
 	if err != nil {
 		return cli.UsageError{Err: err}
@@ -96,7 +105,7 @@ func startMetrics(addr string, stderr io.Writer) (*bench.MetricsServer, error) {
 	}
 	ms, err := bench.StartMetricsServer(addr)
 	if err != nil {
-		return nil, err
+		return nil, cli.ListenError("metrics-listen", addr, err)
 	}
 	fmt.Fprintf(stderr, "serving metrics on http://%s/metrics\n", ms.Addr())
 	return ms, nil

@@ -24,6 +24,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
 // DefaultKasAddress is where agentk looks for kas's agent API.
@@ -136,15 +137,15 @@ func New(cfg Config) (*Agentk, error) {
 	for svc, addr := range cfg.Expose {
 		up, err := dialUpstream(addr, a.MaxMessageSize())
 		if err == nil {
+			k.upstreams = append(k.upstreams, up) // closed below if this one or a later one fails
 			err = a.Expose(svc, up)
 		}
 		if err != nil {
 			k.closeUpstreams()
 			a.Stop(context.Background())
 			_ = conn.Close()
-			return nil, fmt.Errorf("expose %s=%s: %w", svc, addr, err)
+			return nil, fmt.Errorf("--expose %s=%s: %w", svc, addr, err)
 		}
-		k.upstreams = append(k.upstreams, up)
 	}
 	return k, nil
 }
@@ -155,10 +156,10 @@ func (k *Agentk) Agent() *tunclient.Agent { return k.agent }
 // Start opens the metrics listener and the tunnels.
 func (k *Agentk) Start() error {
 	if k.cfg.MetricsListen != "" {
-		l, err := net.Listen("tcp", k.cfg.MetricsListen)
+		l, err := cli.Listen("metrics-listen", k.cfg.MetricsListen)
 		if err != nil {
 			k.agent.Stop(context.Background())
-			return fmt.Errorf("listen on %s: %w", k.cfg.MetricsListen, err)
+			return err
 		}
 		k.lis = l
 		mux := http.NewServeMux()

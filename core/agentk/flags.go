@@ -155,7 +155,7 @@ func kasTLSConfig(on bool, caFile, serverName, certFile, keyFile string) (*tls.C
 		}
 		var err error
 		if cert, err = tlsfiles.NewReloader(certFile, keyFile); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--tls-cert-file and --tls-key-file: %w", err)
 		}
 	}
 	return tlsfiles.Client(roots, serverName, cert), nil

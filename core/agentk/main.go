@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
 // StopGrace is how long calls in flight may run after SIGTERM.
@@ -18,9 +20,15 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	a, err := New(cfg)
 	if err != nil {
-		return err
+		// New contacts nothing (kas and upstreams are dialled when used): what it refuses is the
+		// configuration.
+		return cli.UsageError{Err: err}
 	}
 	if err := a.Start(); err != nil {
+		// What New opened (the connection to kas, metrics, upstreams) closes with it.
+		sctx, cancel := context.WithTimeout(context.Background(), StopGrace)
+		defer cancel()
+		a.Stop(sctx)
 		return err
 	}
 	<-ctx.Done()

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
+	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
@@ -116,6 +117,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	switch {
 	case *tlsCert != "" && *tlsKey != "":
 		cfg.TLS = &TLSConfig{CertFile: *tlsCert, KeyFile: *tlsKey, AgentCAFile: *agentCA, PeerCAFile: *peerCA, Metrics: *tlsMetrics}
+		errs = append(errs, checkTLSFiles(cfg.TLS)...)
 	case *tlsCert != "" || *tlsKey != "":
 		errs = append(errs, errors.New("TLS needs both --tls-cert-file and --tls-key-file"))
 	case *agentCA != "" || *peerCA != "" || *tlsMetrics:
@@ -190,6 +192,11 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 		if err := cfg.Redis.Validate(); err != nil {
 			errs = append(errs, err)
 		}
+		if *redisPasswordFile != "" {
+			if _, err := cli.ReadSecretFile(*redisPasswordFile); err != nil {
+				errs = append(errs, fmt.Errorf("--redis-password-file: %w", err))
+			}
+		}
 		cfg.TrackerRefresh = *trackerRefresh
 		if *secretFile == "" {
 			errs = append(errs, errors.New("--redis-address needs --private-api-secret-file: kas replicas authenticate each other with it"))
@@ -211,7 +218,30 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	}
 	cfg.Authenticator = auth
 	cfg.Log = log
+	// The checks above say each problem in terms of flags; whatever New would still refuse is a
+	// problem of the command line too, and must exit 2 as they do.
+	if err := cfg.validate(); err != nil {
+		return Config{}, cli.UsageError{Err: err}
+	}
 	return cfg, nil
+}
+
+// checkTLSFiles loads the TLS files as New will: a file that is not what its flag says (not PEM, a key
+// that does not match) is a mistake on the command line, said with its flag before kas starts.
+func checkTLSFiles(t *TLSConfig) []error {
+	var errs []error
+	if _, err := tlsfiles.NewReloader(t.CertFile, t.KeyFile); err != nil {
+		errs = append(errs, fmt.Errorf("--tls-cert-file and --tls-key-file: %w", err))
+	}
+	for _, ca := range []struct{ flag, file string }{{"agent-ca-file", t.AgentCAFile}, {"peer-ca-file", t.PeerCAFile}} {
+		if ca.file == "" {
+			continue
+		}
+		if _, err := tlsfiles.CertPool(ca.file); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", ca.flag, err))
+		}
+	}
+	return errs
 }
 
 // agentTokens merges --agent-token flags and the tokens file into token -> agent id.

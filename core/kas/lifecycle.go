@@ -2,33 +2,33 @@ package kas
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
 // Start opens the listeners and serves. It returns once every listener accepts connections.
 func (s *Server) Start() error {
 	var err error
-	listen := func(l net.Listener, addr string) net.Listener {
+	// The error names the flag of the address (the Config field of the same name), which is what a
+	// user changes when a port is taken.
+	listen := func(l net.Listener, addr, flagName string) net.Listener {
 		if err != nil || l != nil || addr == "" {
 			return l
 		}
 		var nl net.Listener
-		nl, err = net.Listen("tcp", addr)
-		if err != nil {
-			err = fmt.Errorf("listen on %s: %w", addr, err)
-		}
+		nl, err = cli.Listen(flagName, addr)
 		return nl
 	}
-	s.listeners.agent = listen(s.cfg.AgentListener, s.cfg.AgentListen)
-	s.listeners.api = listen(s.cfg.APIListener, s.cfg.APIListen)
-	s.listeners.private = listen(s.cfg.PrivateListener, s.cfg.PrivateListen)
-	s.listeners.metrics = listen(s.cfg.MetricsListener, s.cfg.MetricsListen)
-	s.listeners.http = listen(s.cfg.HTTPListener, s.cfg.HTTPListen)
+	s.listeners.agent = listen(s.cfg.AgentListener, s.cfg.AgentListen, "agent-listen")
+	s.listeners.api = listen(s.cfg.APIListener, s.cfg.APIListen, "api-listen")
+	s.listeners.private = listen(s.cfg.PrivateListener, s.cfg.PrivateListen, "private-listen")
+	s.listeners.metrics = listen(s.cfg.MetricsListener, s.cfg.MetricsListen, "metrics-listen")
+	s.listeners.http = listen(s.cfg.HTTPListener, s.cfg.HTTPListen, "http-listen")
 	if err != nil {
 		s.closeListeners()
 		return err

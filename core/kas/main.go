@@ -2,10 +2,12 @@ package kas
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
 	"github.com/tunnelbench/tunnelbench/core/tracing"
+	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
 // Main runs a kas from its command line until ctx ends (SIGINT or SIGTERM in cmd/kas), then shuts it
@@ -18,7 +20,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	tp, shutdownTracing, err := tracing.Provider(ctx, cfg.OTLPEndpoint, "kas")
 	if err != nil {
-		return err
+		return cli.UsageError{Err: fmt.Errorf("--otlp-endpoint: %w", err)}
 	}
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -28,9 +30,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg.Tracer = tp.Tracer("github.com/tunnelbench/tunnelbench/core/kas")
 	s, err := New(cfg)
 	if err != nil {
-		return err
+		// New contacts nothing (Redis is dialled when used): what it refuses is the configuration.
+		return cli.UsageError{Err: err}
 	}
 	if err := s.Start(); err != nil {
+		// What New built (metrics, the tracker's connections) ends with it.
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(sctx)
 		return err
 	}
 	<-ctx.Done()

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tunnelbench/tunnelbench/bench"
+)
+
+// pathMeanings says what each path of bench measures, for --paths's help. TestPathsHelp fails when bench
+// knows a path this does not explain.
+var pathMeanings = map[bench.Path]string{
+	bench.PathDirect:          "the demo service called directly, no tunnel: the baseline of every ratio",
+	bench.PathTunnel:          "through kas from inside its process (its in-process API)",
+	bench.PathTunnelPublic:    "through kas's public gRPC API, over the transport",
+	bench.PathTunnel2Hop:      "entering at a kas without the agent's tunnel: one more hop over the private API",
+	bench.PathTunnelSingleUse: "as tunnel, to an agent whose tunnels carry one call each (the protocol's first version)",
+}
+
+// pathsHelp is --paths's help: every path the default matrix runs, what it measures, and the defaults
+// that --processes and --target change.
+func pathsHelp() string {
+	var b strings.Builder
+	b.WriteString("comma-separated paths (default: all of them in process; direct, tunnel-public and tunnel-2hop\nwith --processes; direct and tunnel-public with --target). The paths:")
+	for _, p := range bench.DefaultMatrix().Paths {
+		fmt.Fprintf(&b, "\n  %-18s %s", p, pathMeanings[p])
+	}
+	return b.String()
+}
