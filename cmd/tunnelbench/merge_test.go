@@ -99,7 +99,7 @@ func TestMergeBadInput(t *testing.T) {
 		{[]string{"merge", a, small}, "are runs of different matrices"},
 		{[]string{"merge", a, a}, "are the same run"},
 		{[]string{"merge", a, b, "--out", a}, "is one of the runs"},
-		{[]string{"merge", a, b, "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"merge", a, b, "--bogus"}, "unknown flag --bogus"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), tc.args, &stdout, &stderr)
