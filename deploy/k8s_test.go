@@ -491,7 +491,6 @@ func (c *cluster) resolve(addr string) (w *workload, pod string, port int32, err
 	if err != nil {
 		return nil, "", 0, fmt.Errorf("port %q: %w", p, err)
 	}
-	labelsOf := strings.Split(host, ".")
 	suffixes := []string{"", "." + c.namespace, "." + c.namespace + ".svc", "." + c.namespace + ".svc.cluster.local"}
 	var svc *corev1.Service
 	for _, sfx := range suffixes {
@@ -511,7 +510,7 @@ func (c *cluster) resolve(addr string) (w *workload, pod string, port int32, err
 		}
 	}
 	if svc == nil {
-		return nil, "", 0, fmt.Errorf("%s (%d labels) is no Service of the deployment", host, len(labelsOf))
+		return nil, "", 0, fmt.Errorf("%s is neither a Service of the deployment nor POD.SERVICE", host)
 	}
 	sel := c.selected(svc)
 	if len(sel) != 1 {
