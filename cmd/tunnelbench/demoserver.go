@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -18,17 +17,11 @@ import (
 // runDemoServer serves the demo service on a plain gRPC listener: an upstream to try agentk's --expose
 // with, and the server direct baselines call.
 func runDemoServer(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("tunnelbench demo-server", flag.ContinueOnError)
-	cli.SetUsage(fs, `
-tunnelbench demo-server serves the demo service (tunnelbench.demo.v1.Demo), gRPC health and server
-reflection on a plain gRPC listener, for example as an upstream for agentk --expose.
-
-Usage: tunnelbench demo-server [--listen ADDR]`)
-	addr := fs.String("listen", "127.0.0.1:9000", "address to listen on")
-	if err := cli.Parse(fs, args, stdout); err != nil {
+	a, err := demo.ParseServerArgs(args, stdout)
+	if err != nil {
 		return err
 	}
-	l, err := cli.Listen("listen", *addr)
+	l, err := cli.Listen("listen", a.Listen)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func TestPathsHelp(t *testing.T) {
 		if _, err := bench.ParsePath(string(p)); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
-		if pathMeanings[p] == "" || !strings.Contains(help, "  "+string(p)+" ") || !strings.Contains(help, pathMeanings[p]) {
+		if bench.PathMeanings[p] == "" || !strings.Contains(help, "  "+string(p)+" ") || !strings.Contains(help, bench.PathMeanings[p]) {
 			t.Errorf("--paths help does not explain %s:\n%s", p, help)
 		}
 	}

@@ -1,0 +1,27 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// PathMeanings says what each path of bench measures, for --paths's help. TestPathsHelp (cmd/tunnelbench) fails when bench
+// knows a path this does not explain.
+var PathMeanings = map[Path]string{
+	PathDirect:          "the demo service called directly, no tunnel: the baseline of every ratio",
+	PathTunnel:          "through kas from inside its process (its in-process API)",
+	PathTunnelPublic:    "through kas's public gRPC API, over the transport",
+	PathTunnel2Hop:      "entering at a kas without the agent's tunnel: one more hop over the private API",
+	PathTunnelSingleUse: "as tunnel, to an agent whose tunnels carry one call each (the protocol's first version)",
+}
+
+// PathsHelp is --paths's help: every path the default matrix runs, what it measures, and the defaults
+// that --processes and --target change.
+func PathsHelp() string {
+	var b strings.Builder
+	b.WriteString("comma-separated paths (default: all of them in process; direct, tunnel-public and tunnel-2hop\nwith --processes; direct and tunnel-public with --target). The paths:")
+	for _, p := range DefaultMatrix().Paths {
+		fmt.Fprintf(&b, "\n  %-18s %s", p, PathMeanings[p])
+	}
+	return b.String()
+}
