@@ -59,6 +59,9 @@ type agentEntry struct {
 	// yet: they count against MaxTunnelsPerAgent from the start, so that streams which never finish
 	// their handshake cannot pile up uncounted.
 	pending int
+	// descs are the descriptors of the tunnels counted in tunnels, each once with its count (see
+	// Presence): an agent sends one descriptor on all its tunnels, two or so while it is upgraded.
+	descs []descCount
 }
 
 type findRequest struct {
@@ -372,9 +375,11 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 		return errShuttingDown
 	}
 	e.tunnels++
+	e.addDesc(t.desc)
 	r.opened.Add(1)
 	if e.tunnels == 1 {
 		r.agents.Add(1)
+		r.log.Debug("agent connected", "agent_id", t.agentID)
 		if r.onAgent != nil {
 			r.onAgent(t.agentID, true)
 		}
@@ -502,8 +507,10 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 	}
 	if e != nil {
 		e.tunnels--
+		e.removeDesc(t.desc)
 		if e.tunnels == 0 {
 			r.agents.Add(-1)
+			r.log.Debug("agent disconnected", "agent_id", t.agentID)
 			if r.onAgent != nil {
 				r.onAgent(t.agentID, false)
 			}
