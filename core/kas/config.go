@@ -59,6 +59,10 @@ type Config struct {
 	Authenticator auth.AgentAuthenticator
 	// FindTimeout bounds how long a call waits for a tunnel. Zero means routing.DefaultFindTimeout.
 	FindTimeout time.Duration
+	// UnservedGrace is how long a call waits when the agent is connected but none of its tunnels serve
+	// the method, before it fails with Unimplemented. Zero means registry.DefaultUnservedGrace;
+	// negative waits the find timeout.
+	UnservedGrace time.Duration
 	// MaxConnectionAge rotates agent connections. Zero means DefaultMaxConnectionAge; negative disables.
 	MaxConnectionAge time.Duration
 	// ShutdownGrace bounds how long calls in flight may run after Shutdown begins.

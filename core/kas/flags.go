@@ -14,6 +14,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
@@ -75,6 +76,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", DefaultLimits.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
 	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", DefaultLimits.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
 	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", routing.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
+	fs.DurationVar(&cfg.UnservedGrace, "unserved-grace", registry.DefaultUnservedGrace, "how long a call waits when its agent is connected but none of its tunnels serve the method (an agent being upgraded may bring one), before it fails with Unimplemented (HTTP 502); 0 waits --tunnel-find-timeout")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", DefaultShutdownGrace, "how long calls in flight may run after SIGTERM")
 	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", DefaultMaxMessageSize, "largest routed message in bytes")
@@ -151,6 +153,11 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	}
 	if cfg.FindTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--tunnel-find-timeout must be positive, got %s", cfg.FindTimeout))
+	}
+	if cfg.UnservedGrace < 0 {
+		errs = append(errs, fmt.Errorf("--unserved-grace must not be negative, got %s", cfg.UnservedGrace))
+	} else if cfg.UnservedGrace == 0 {
+		cfg.UnservedGrace = -1 // Config: negative waits the find timeout
 	}
 	if cfg.MaxConnectionAge < 0 {
 		errs = append(errs, fmt.Errorf("--max-connection-age must not be negative, got %s", cfg.MaxConnectionAge))

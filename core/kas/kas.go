@@ -158,7 +158,7 @@ func (s *Server) buildMetrics() (metric.Meter, *grpcprom.ServerMetrics, error) {
 
 // buildFinder makes the directory (with a tracker) and the finder that uses it.
 func (s *Server) buildFinder(meter metric.Meter) error {
-	fc := routing.FinderConfig{Registry: s.registry, Dialer: s.gateways, Log: s.cfg.Log}
+	fc := routing.FinderConfig{Registry: s.registry, Dialer: s.gateways, UnservedGrace: s.cfg.UnservedGrace, Log: s.cfg.Log}
 	if s.cfg.NoEagerGateway {
 		fc.EagerTTL = -1
 	}

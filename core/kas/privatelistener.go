@@ -21,6 +21,7 @@ func (s *Server) newPrivateServer(creds listenerCreds, grpcMetrics *grpcprom.Ser
 	h, err := gateway.New(gateway.Config{
 		Registry:         s.registry,
 		MaxMetadataBytes: s.cfg.Limits.MaxMetadataBytes,
+		UnservedGrace:    s.cfg.UnservedGrace,
 		Tracer:           s.cfg.Tracer,
 		Log:              s.cfg.Log,
 		OnTunnelReady:    s.cfg.GatewayTunnelReadyHook,

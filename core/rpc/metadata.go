@@ -55,6 +55,9 @@ const (
 	// without start_streaming, or answers no_tunnel and ends the stream without reading a frame. A
 	// routing kas asks only a gateway that announced it, so kas of different versions work together.
 	GatewayEagerKey = RoutingHopPrefix + "gateway-eager"
+	// GatewayUnservedTrailerKey is set by a gateway kas whose Unimplemented status says that the
+	// agent's tunnels there do not serve the method (rather than any other Unimplemented on the way).
+	GatewayUnservedTrailerKey = RoutingHopPrefix + "gateway-unserved"
 )
 
 // TunnelReuseHeaderKey is the Connect response header with which kas accepts an agent's request for a

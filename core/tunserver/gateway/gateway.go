@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -30,6 +31,10 @@ type Config struct {
 	Registry *registry.Registry
 	// MaxMetadataBytes bounds a call's request metadata; zero means call.DefaultMaxMetadataBytes.
 	MaxMetadataBytes int
+	// UnservedGrace: when the agent's tunnels here all lack the method for this long, the gateway
+	// answers Unimplemented (see registry.GetServed). Zero means registry.DefaultUnservedGrace;
+	// negative waits as long as the routing kas does.
+	UnservedGrace time.Duration
 	// Tracer records gateway spans; nil records none.
 	Tracer trace.Tracer
 	Log    *slog.Logger
@@ -55,6 +60,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("gateway: registry is required")
 	}
 	cfg.MaxMetadataBytes = cmp.Or(cfg.MaxMetadataBytes, call.DefaultMaxMetadataBytes)
+	cfg.UnservedGrace = cmp.Or(cfg.UnservedGrace, registry.DefaultUnservedGrace)
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -94,11 +100,16 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		}
 	}
 	_, fspan := g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
-	tun, err := h.Get(ctx)
+	presence := func() registry.Presence { return reg.Presence(c.AgentID, c.Service, c.Method) }
+	unserved := registry.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
+	tun, err := registry.GetServed(ctx, h, presence, g.cfg.UnservedGrace, unserved)
 	call.EndSpan(fspan, err)
 	if err != nil {
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()).Err()
+		}
+		if err == unserved {
+			stream.SetTrailer(metadata.Pairs(rpc.GatewayUnservedTrailerKey, "1"))
 		}
 		return err
 	}

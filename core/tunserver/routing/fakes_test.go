@@ -207,15 +207,23 @@ func (testCaller) MayReach(int64) bool { return true }
 
 // --- this kas's tunnels, for the Finder ---
 
-// fakeSource is this kas's registry with one handle: found at once or not.
+// fakeSource is this kas's registry with one handle: found at once or not. presence is what it says of
+// the agent (registry.AgentAbsent unless a test sets it).
 type fakeSource struct {
-	found  bool
-	handle *fakeHandle
+	found    bool
+	handle   *fakeHandle
+	presence atomic.Int32
 }
 
 func (s *fakeSource) FindTunnel(int64, string, string) (bool, registry.Handle) {
 	return s.found, s.handle
 }
+
+func (s *fakeSource) Presence(int64, string, string) registry.Presence {
+	return registry.Presence(s.presence.Load())
+}
+
+func (s *fakeSource) setPresence(p registry.Presence) { s.presence.Store(int32(p)) }
 
 // fakeHandle is a call's claim on a tunnel of this kas: Get returns the tunnel once ready is closed.
 type fakeHandle struct {

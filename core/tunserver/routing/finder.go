@@ -3,6 +3,7 @@ package routing
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -85,6 +86,8 @@ func (g *remoteGateway) Release()    { g.cancel() }
 // TunnelSource is this kas's tunnels as the finder sees them: *registry.Registry, or a fake in tests.
 type TunnelSource interface {
 	FindTunnel(agentID int64, service, method string) (found bool, h registry.Handle)
+	// Presence tells whether the agent's tunnels here serve the method (see registry.Presence).
+	Presence(agentID int64, service, method string) registry.Presence
 }
 
 // GatewayFinder finds the gateway for a call. When no gateway has a tunnel within FindTimeout it returns
@@ -121,7 +124,11 @@ type FinderConfig struct {
 	// EagerTTL is how long the gateway where an agent was found is asked first, alone and without a
 	// round trip (see eagerGateway). Zero means DefaultEagerTTL; negative turns eager streams off.
 	EagerTTL time.Duration
-	Log      *slog.Logger
+	// UnservedGrace: a call whose agent is connected, with tunnels none of which serve the method,
+	// fails with Unimplemented after this grace (see registry.WatchUnserved) instead of waiting the
+	// whole find timeout. Zero means registry.DefaultUnservedGrace; negative waits the find timeout.
+	UnservedGrace time.Duration
+	Log           *slog.Logger
 }
 
 // Watcher watches which kas hold an agent's tunnels.
@@ -157,6 +164,9 @@ func NewFinder(cfg FinderConfig) *Finder {
 	}
 	if cfg.BackoffMax < cfg.BackoffMin {
 		cfg.BackoffMax = max(DefaultGatewayBackoffMax, cfg.BackoffMin)
+	}
+	if cfg.UnservedGrace == 0 {
+		cfg.UnservedGrace = registry.DefaultUnservedGrace
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -197,15 +207,16 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
 	if f.cfg.Directory == nil {
-		t, err := h.Get(findCtx)
+		t, err := registry.GetServed(findCtx, h, f.presence(req), f.cfg.UnservedGrace, f.unservedError(req))
 		if err != nil {
 			h.Done()
 			return nil, findErr(ctx, findCtx, req, err)
 		}
 		return &localGateway{handle: h, tunnel: t}, nil
 	}
-	s := &search{f: f, ctx: ctx, findCtx: findCtx, req: req, results: make(chan attemptResult),
-		abandoned: make(chan struct{}), attempts: map[string]*remoteAttempt{}, stagger: time.NewTimer(time.Hour)}
+	s := &search{f: f, ctx: ctx, findCtx: findCtx, req: req, results: make(chan attemptResult), verdicts: make(chan bool),
+		abandoned: make(chan struct{}), attempts: map[string]*remoteAttempt{}, unserved: map[string]error{},
+		stagger: time.NewTimer(time.Hour)}
 	s.stagger.Stop()
 	defer s.end()
 	go s.waitLocal(h)
@@ -215,6 +226,13 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 		select {
 		case urls := <-updates:
 			s.update(urls)
+			if err := s.unservedEverywhere(); err != nil {
+				return nil, err
+			}
+		case s.localUnserved = <-s.verdicts:
+			if err := s.unservedEverywhere(); err != nil {
+				return nil, err
+			}
 		case <-s.stagger.C:
 			s.startNext()
 		case r := <-s.results:
@@ -243,6 +261,14 @@ type search struct {
 	nextStart time.Time
 	stagger   *time.Timer
 	lastErr   error
+
+	// What the search knows of the agent not serving the method (see unservedEverywhere): the tracker's
+	// newest list, the local wait's verdict, and the gateways that answered with theirs.
+	listed        []string
+	haveList      bool
+	verdicts      chan bool
+	localUnserved bool
+	unserved      map[string]error
 }
 
 // end cancels the attempts still under way; those that find something later give it back.
@@ -264,9 +290,26 @@ func (s *search) deliver(r attemptResult) {
 	}
 }
 
-// waitLocal waits for a tunnel of this kas.
+// waitLocal waits for a tunnel of this kas, and passes on the verdict of a watch on whether the agent
+// is connected here without the method; unlike a kas alone, it goes on waiting, as other kas may serve
+// the method or the verdict may change.
 func (s *search) waitLocal(h registry.Handle) {
+	wctx, cancel := context.WithCancel(s.findCtx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		if s.f.cfg.UnservedGrace > 0 {
+			registry.WatchUnserved(wctx, s.f.presence(s.req), s.f.cfg.UnservedGrace, func(u bool) {
+				select {
+				case s.verdicts <- u:
+				case <-s.abandoned:
+				}
+			})
+		}
+	}()
 	t, err := h.Get(s.findCtx)
+	cancel()
+	<-watched
 	if err != nil {
 		h.Done()
 		s.deliver(attemptResult{err: err})
@@ -284,8 +327,9 @@ func (s *search) update(urls []string) {
 			delete(s.attempts, u)
 		}
 	}
+	s.listed, s.haveList = urls, true
 	for _, u := range urls {
-		if u == s.f.cfg.SelfURL || s.attempts[u] != nil || slices.Contains(s.queue, u) || s.f.backingOff(u) {
+		if u == s.f.cfg.SelfURL || s.attempts[u] != nil || s.unserved[u] != nil || slices.Contains(s.queue, u) || s.f.backingOff(u) {
 			continue
 		}
 		s.queue = append(s.queue, u)
@@ -336,6 +380,7 @@ func (s *search) result(r attemptResult) (over bool, gw Gateway, err error) {
 		}
 		delete(s.attempts, r.url) // a winner's stream must survive end's cancels
 	}
+	var gu *gatewayUnservedError
 	switch {
 	case r.err == nil:
 		if r.url != "" {
@@ -345,6 +390,13 @@ func (s *search) result(r attemptResult) (over bool, gw Gateway, err error) {
 			}
 		}
 		return true, r.gw, nil
+	case r.url != "" && errors.As(r.err, &gu):
+		// A healthy gateway whose tunnels of the agent lack the method: no backoff, no second try.
+		s.unserved[r.url] = gu.err
+		if err := s.unservedEverywhere(); err != nil {
+			return true, nil, err
+		}
+		return false, nil, nil
 	case r.url == "":
 		// The local wait ended without a tunnel: kas is shutting down, or the find is over.
 		return s.findCtx.Err() == nil, nil, r.err
@@ -435,6 +487,9 @@ func (f *Finder) attempt(ctx, findCtx context.Context, u string, req FindRequest
 		if err := stream.RecvMsg(&m); err != nil {
 			if err == io.EOF {
 				return nil, status.Error(codes.Unavailable, "gateway kas ended the stream before it had a tunnel")
+			}
+			if len(stream.Trailer().Get(rpc.GatewayUnservedTrailerKey)) > 0 {
+				return nil, &gatewayUnservedError{err: err}
 			}
 			return nil, err
 		}
