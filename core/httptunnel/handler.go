@@ -55,7 +55,8 @@ func ParsePath(escapedPath string) (agentID int64, rest string, ok bool, err err
 
 // ServeHTTP forwards one request. Before the response started, failures are answered with a one-line
 // plain-text reason: 400 for a bad path (before any call to the agent) or request body (413 for a body
-// cut by a limit), 504 when no tunnel to the agent showed up in time, 502 otherwise. After it started, a
+// cut by a limit), 504 when no tunnel to the agent showed up in time, 502 otherwise (after kas's
+// unserved grace, not the find timeout, when the agent is connected but serves no HTTP). After it started, a
 // failure aborts the response (the connection is closed, or the HTTP/2 stream reset), so that a client
 // never takes a truncated body for a complete one.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -322,6 +323,11 @@ func (ex *exchange) fail(err error) {
 		return
 	}
 	st := status.Convert(err)
+	if st.Code() == codes.Unimplemented {
+		ex.log.Debug("agent serves no HTTP", "err", err)
+		writeError(ex.w, http.StatusBadGateway, fmt.Sprintf("bad gateway: agent %d does not serve HTTP (agentk runs without --http-upstream): %s", ex.agentID, st.Message()))
+		return
+	}
 	if st.Code() == codes.DeadlineExceeded {
 		ex.log.Debug("no tunnel", "err", err)
 		writeError(ex.w, http.StatusGatewayTimeout, "gateway timeout: "+st.Message())

@@ -104,6 +104,7 @@ func New(cfg Config) (*Server, error) {
 		MaxMetadataBytes:    cfg.Limits.MaxMetadataBytes,
 		MaxWaitingPerCaller: cfg.Limits.MaxWaitingPerCaller,
 		OnLimit:             s.limitHit,
+		Presence:            s.registry.Presence,
 		Meter:               meter,
 		Tracer:              cfg.Tracer,
 		Log:                 cfg.Log,

@@ -80,7 +80,8 @@ func TestFindTimeout(t *testing.T) {
 	if st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "agent 99") || !strings.Contains(st.Message(), "not connected") {
 		t.Fatalf("unknown agent: %v", err)
 	}
-	// A method the agent does not serve.
+	// A method the agent does not serve, when the find timeout is shorter than the unserved grace (else
+	// Unimplemented, see unserved_test.go).
 	_, err = testgrpc.NewUnimplementedServiceClient(e.Kas.InternalConn()).UnimplementedCall(testenv.AgentCtx(testCtx(t), 1), &testpb.Empty{})
 	st = status.Convert(err)
 	if st.Code() != codes.DeadlineExceeded || !strings.Contains(st.Message(), "UnimplementedCall") {

@@ -42,6 +42,10 @@ type RouterConfig struct {
 	MaxWaitingPerCaller int
 	// OnLimit is told of every call refused for a limit.
 	OnLimit tunserver.OnLimit
+	// Presence is this kas's registry.Presence. With it, a call that repeats a call from the same
+	// client connection that just failed for want of a tunnel gets the same answer at once (see
+	// RepeatWindow); nil: every call waits.
+	Presence func(agentID int64, service, method string) registry.Presence
 	// Meter records the routing metrics. Nil records nothing.
 	Meter metric.Meter
 	// Tracer records routing spans (route, find gateway, forward). Nil records nothing; trace context
@@ -57,6 +61,7 @@ type Router struct {
 	cfg     RouterConfig
 	metrics *routingMetrics
 	waits   *callerWaits
+	repeats *repeats
 	log     *slog.Logger
 }
 
@@ -87,7 +92,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Router{cfg: cfg, metrics: m, waits: newCallerWaits(cfg.MaxWaitingPerCaller, cfg.OnLimit), log: cfg.Log}, nil
+	return &Router{cfg: cfg, metrics: m, waits: newCallerWaits(cfg.MaxWaitingPerCaller, cfg.OnLimit), repeats: newRepeats(cfg.Presence), log: cfg.Log}, nil
 }
 
 // RouteStream routes one call: it is a grpc.StreamHandler, to be used as a server's unknown service
@@ -101,6 +106,11 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
 	defer func() { call.EndSpan(span, err) }()
 	start := time.Now()
+	if err := r.repeats.lookup(stream.Context(), c); err != nil {
+		r.metrics.aborted(start, false)
+		r.log.Debug("call repeats one that just failed, answered at once", "agent_id", c.AgentID, "method", c.FullMethod, "err", err)
+		return err
+	}
 	pump := registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit)
 	w := &callerWriter{caller: stream}
 	// retry: the call was withdrawn from a tunnel and is routed again; noEager: the remembered gateway
@@ -109,7 +119,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 	for {
 		gw, err := r.find(ctx, stream, c, noEager)
 		if err != nil {
-			return r.findFailed(ctx, c, start, retry, err)
+			return r.findFailed(ctx, stream.Context(), c, start, retry, err)
 		}
 		if eg, ok := gw.(*eagerGateway); ok {
 			// Found only once the gateway takes the call.
@@ -174,7 +184,7 @@ func (r *Router) find(ctx context.Context, stream grpc.ServerStream, c call.Call
 }
 
 // findFailed records a failed find and returns the caller's status.
-func (r *Router) findFailed(ctx context.Context, c call.Call, start time.Time, retry bool, err error) error {
+func (r *Router) findFailed(ctx, streamCtx context.Context, c call.Call, start time.Time, retry bool, err error) error {
 	var te *findTimeoutError
 	timedOut := errors.As(err, &te)
 	if !retry {
@@ -187,11 +197,17 @@ func (r *Router) findFailed(ctx context.Context, c call.Call, start time.Time, r
 			c.AgentID, c.FullMethod, r.cfg.FindTimeout)
 	case timedOut:
 		r.log.Debug("no tunnel found in time", "agent_id", c.AgentID, "method", c.FullMethod, "timeout", r.cfg.FindTimeout)
-		return status.Errorf(codes.DeadlineExceeded,
-			"no tunnel to agent %d for %s within %s: the agent is not connected, or does not serve this method",
+		err = status.Errorf(codes.DeadlineExceeded,
+			"no tunnel to agent %d for %s within %s: the agent is not connected, or its tunnels that serve the method stayed busy",
 			c.AgentID, c.FullMethod, r.cfg.FindTimeout)
+		r.repeats.remember(streamCtx, c, err)
+		return err
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
+	case status.Code(err) == codes.Unimplemented:
+		r.log.Debug("agent does not serve the method", "agent_id", c.AgentID, "method", c.FullMethod, "err", err)
+		r.repeats.remember(streamCtx, c, err)
+		return err
 	default:
 		return err
 	}
