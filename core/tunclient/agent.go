@@ -87,6 +87,8 @@ type Config struct {
 	// afterFunc starts the MaxIdleTime timers of idle tunnels. Nil means time.AfterFunc; tests set it to
 	// fire the timers themselves.
 	afterFunc func(d time.Duration, f func()) idleTimer
+	// connectLogInterval: see DefaultConnectLogInterval. Zero means the default; tests shorten it.
+	connectLogInterval time.Duration
 }
 
 func (c *Config) applyDefaults() error {
@@ -142,6 +144,9 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.afterFunc == nil {
 		c.afterFunc = afterFunc
+	}
+	if c.connectLogInterval == 0 {
+		c.connectLogInterval = DefaultConnectLogInterval
 	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("")

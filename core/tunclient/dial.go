@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -16,6 +17,14 @@ import (
 // DefaultKeepaliveTime is how long a quiet connection to kas waits before the agent pings it, so that a
 // kas that vanished without closing the connection (a black hole) is noticed.
 const DefaultKeepaliveTime = 20 * time.Second
+
+// connectBackoff is gRPC's reconnect backoff for the connection to kas, capped like DefaultBackoff.
+var connectBackoff = backoff.Config{
+	BaseDelay:  DefaultBackoff.Initial,
+	Multiplier: DefaultBackoff.Factor,
+	Jitter:     DefaultBackoff.Jitter,
+	MaxDelay:   DefaultBackoff.Max,
+}
 
 // DialKas returns a plaintext connection to kas's agent API that sends token with every call: for
 // loopback development only, as the token crosses the network in the clear. See DialKasTLS.
@@ -43,6 +52,9 @@ func dialKas(target, token string, config *tls.Config, opts []grpc.DialOption) (
 	all := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(newBearerCreds(token, config == nil)),
+		// gRPC's own reconnect backoff grows to 2 minutes by default: after a long kas outage the
+		// connection would stay down long after kas came back, whatever the pool's backoff.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: connectBackoff, MinConnectTimeout: 20 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{
 			Time:                DefaultKeepaliveTime,
 			Timeout:             10 * time.Second,

@@ -50,6 +50,8 @@ type pool struct {
 
 	// callOpts are the options of every tunnel stream, built once.
 	callOpts []grpc.CallOption
+	// connLog says, rate-limited, why tunnels cannot connect and when they retry.
+	connLog *connectLog
 
 	wg sync.WaitGroup
 }
@@ -77,6 +79,10 @@ type conn struct {
 	withdrawn bool
 	// exit: the goroutine ends after the withdrawn tunnel is drained (reaped, or the agent stops).
 	exit bool
+	// connected: a tunnel of this goroutine became idle since its last backoff (a successful dial);
+	// err: why its last tunnel failed. Both are the goroutine's own.
+	connected bool
+	err       error
 }
 
 func newPool(a *Agent) *pool {
@@ -90,6 +96,7 @@ func newPool(a *Agent) *pool {
 		hardCancel: cancel,
 		stopCh:     make(chan struct{}),
 		idle:       make(map[*conn]struct{}),
+		connLog:    newConnectLog(a.cfg.Log, a.cfg.connectLogInterval),
 	}
 }
 
@@ -178,6 +185,11 @@ func (p *pool) run() {
 	c := &conn{state: connConnecting, fresh: true}
 	for {
 		end := p.serveTunnel(c)
+		if c.connected {
+			// The connection worked: a failure after it starts a new outage, not a longer one.
+			c.connected = false
+			b.reset()
+		}
 		var wait time.Duration
 		switch end {
 		case endExit:
@@ -190,6 +202,7 @@ func (p *pool) run() {
 			wait = p.shutdownWait()
 		case endError:
 			wait = b.wait()
+			p.connLog.failed(c.err, wait)
 		}
 		if !p.pause(wait) {
 			p.exit(c)
@@ -224,20 +237,33 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 	defer cancel()
 	stream, err := rpc.NewReverseTunnelClient(p.cfg.KasConn).Connect(streamCtx, p.callOpts...)
 	if err != nil {
-		return p.failed(err)
+		return p.failed(c, err)
 	}
 	// The descriptor was encoded once, at Start.
 	if err := stream.SendMsg(&grpctool.RawFrame{Data: p.a.descriptorMsg}); err != nil {
 		_, err = stream.Recv() // the real error is the stream's status
-		return p.failed(err)
+		return p.failed(c, err)
 	}
 	tc := tunnelCall{stream: stream, cancelStream: cancel, drain: p.cfg.DrainTimeout}
+	var opened time.Time
 	for calls := 0; ; calls++ {
 		p.becomeIdle(c, stream)
+		if calls == 0 {
+			opened = time.Now()
+			if p.connLog.failing.Load() {
+				// An idle tunnel hears nothing from kas: one that is not refused at once was accepted.
+				confirm := time.AfterFunc(acceptedAfter, p.connLog.connected)
+				defer confirm.Stop()
+			}
+		}
 		msg, err := stream.Recv()
+		if calls == 0 && (err == nil || time.Since(opened) >= acceptedAfter) {
+			c.connected = true
+			p.connLog.connected()
+		}
 		serve, withdrawn, exit := p.leaveIdle(c, err == nil && msg.GetRequestInfo() != nil)
 		if !serve {
-			return p.notServed(stream, cancel, msg, err, withdrawn, exit)
+			return p.notServed(c, stream, cancel, msg, err, withdrawn, exit)
 		}
 		if calls == 0 {
 			// kas's answer to the descriptor's request for reuse came with its first message.
@@ -262,6 +288,10 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 	}
 }
 
+// acceptedAfter: kas refuses a tunnel (token, limits, descriptor) as soon as it reads it, so a tunnel
+// that stayed open this long, or took a call, was accepted: the agent is connected again.
+const acceptedAfter = time.Second
+
 // kasOffersReuse reports whether kas accepted the tunnel as reusable (rpc.TunnelReuseHeaderKey).
 func kasOffersReuse(stream rpc.ReverseTunnel_ConnectClient) bool {
 	md, err := stream.Header()
@@ -270,7 +300,7 @@ func kasOffersReuse(stream rpc.ReverseTunnel_ConnectClient) bool {
 
 // notServed is how an idle tunnel ends that did not get a call: withdrawn by the pool, ended by kas, or
 // broken.
-func (p *pool) notServed(stream rpc.ReverseTunnel_ConnectClient, cancel context.CancelFunc, msg *rpc.ConnectResponse, err error, withdrawn, exit bool) tunnelEnd {
+func (p *pool) notServed(c *conn, stream rpc.ReverseTunnel_ConnectClient, cancel context.CancelFunc, msg *rpc.ConnectResponse, err error, withdrawn, exit bool) tunnelEnd {
 	if withdrawn {
 		// Withdrawn: whatever kas sent (a call it had just picked this tunnel for included) is not ours
 		// any more; kas gives that call to another tunnel.
@@ -284,10 +314,10 @@ func (p *pool) notServed(stream rpc.ReverseTunnel_ConnectClient, cancel context.
 	}
 	if err == nil {
 		// Anything but request_info first breaks the protocol.
-		c := rpc.NewChecker(rpc.KasToAgent)
-		err = c.Next(rpc.KasState(msg))
+		checker := rpc.NewChecker(rpc.KasToAgent)
+		err = checker.Next(rpc.KasState(msg))
 		p.a.cfg.Log.Warn("kas broke the tunnel protocol", "err", err)
-		return p.failed(err)
+		return p.failed(c, err)
 	}
 	switch reason := endReason(stream); {
 	case reason == rpc.EndReasonShutdown:
@@ -297,7 +327,7 @@ func (p *pool) notServed(stream rpc.ReverseTunnel_ConnectClient, cancel context.
 		// about this connection, so no backoff.
 		return endClean
 	}
-	return p.failed(err)
+	return p.failed(c, err)
 }
 
 // endReason is kas's reason for ending the tunnel (rpc.TunnelEndReasonKey), if it gave one.
@@ -308,13 +338,14 @@ func endReason(stream rpc.ReverseTunnel_ConnectClient) string {
 	return ""
 }
 
-func (p *pool) failed(err error) tunnelEnd {
+func (p *pool) failed(c *conn, err error) tunnelEnd {
 	code := status.Code(err)
 	p.a.metrics.connectError(code)
 	if code == codes.Canceled && p.hardCtx.Err() != nil {
 		return endExit
 	}
 	p.a.cfg.Log.Debug("tunnel failed", "err", err)
+	c.err = err
 	return endError
 }
 

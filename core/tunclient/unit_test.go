@@ -25,13 +25,31 @@ func TestBackoffGrowsWithJitterUpToMax(t *testing.T) {
 		}
 	}
 	for range 20 {
-		if d := b.wait(); d > 24*time.Second {
+		if d := b.wait(); d > 6*time.Second {
 			t.Fatalf("wait %v above max+jitter", d)
 		}
 	}
 	b.reset()
 	if d := b.wait(); d > 1200*time.Millisecond {
 		t.Fatalf("after reset: %v", d)
+	}
+}
+
+// After a long outage (a minute of failed reconnects) the next wait is still at most the cap and its
+// jitter: the agent is back within seconds of kas, not the 18.6 s a 20 s cap gave.
+func TestBackoffAfterLongOutageIsCapped(t *testing.T) {
+	b := newBackoffState(DefaultBackoff)
+	limit := time.Duration(float64(DefaultBackoff.Max) * (1 + DefaultBackoff.Jitter))
+	var outage time.Duration
+	for outage < time.Hour {
+		d := b.wait()
+		if d > limit {
+			t.Fatalf("wait %v after %v of outage, above the cap of %v (+%g jitter)", d, outage, DefaultBackoff.Max, DefaultBackoff.Jitter)
+		}
+		outage += d
+	}
+	if DefaultBackoff.Max > 5*time.Second || connectBackoff.MaxDelay != DefaultBackoff.Max {
+		t.Fatalf("agent backoff cap %v, gRPC reconnect cap %v: want both at most 5s", DefaultBackoff.Max, connectBackoff.MaxDelay)
 	}
 }
 
