@@ -9,6 +9,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 )
 
@@ -24,7 +25,7 @@ func (s *Server) newAPIServer(router *routing.Router, creds credentials.Transpor
 	}
 	public := shared
 	if s.cfg.Callers != nil {
-		public = append(public, auth.CallerAuthInterceptor(s.cfg.Callers))
+		public = append(public, auth.CallerAuthInterceptor(s.cfg.Callers, refusal.New(s.cfg.Log.With("listener", "public API"), 0)))
 	}
 	opts := []grpc.ServerOption{
 		grpctool.RawServerCodec(),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 )
 
 // httpGuard authorizes HTTP callers like the public API does (bearer token → the agents it may reach)
@@ -17,6 +18,7 @@ type httpGuard struct {
 	maxBody   int64
 	maxHeader int
 	onLimit   func(string)
+	refusals  *refusal.Log
 }
 
 func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -28,12 +30,14 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if g.callers != nil {
 		scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		if !ok || !strings.EqualFold(scheme, "bearer") || token == "" {
+			g.refusals.Refused("caller", "no caller token", "peer", r.RemoteAddr, "path", r.URL.Path)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kas"`)
 			http.Error(w, "missing caller token: send Authorization: Bearer <token>", http.StatusUnauthorized)
 			return
 		}
 		caller, err := g.callers.AuthenticateCaller(r.Context(), token)
 		if err != nil {
+			g.refusals.Refused("caller", "invalid caller token", "peer", r.RemoteAddr, "path", r.URL.Path)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="kas", error="invalid_token"`)
 			http.Error(w, "invalid caller token", http.StatusUnauthorized)
 			return
@@ -41,6 +45,7 @@ func (g *httpGuard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A path ParsePath refuses goes on to the handler, which answers 400 naming the problem without
 		// calling any agent (and not a 403 for the agent id 0 that an error comes with).
 		if id, _, ok, err := httptunnel.ParsePath(r.URL.EscapedPath()); ok && err == nil && !caller.MayReach(id) {
+			g.refusals.Refused("caller", "agent not allowed for the caller token", "peer", r.RemoteAddr, "agent_id", id)
 			http.Error(w, auth.PermissionError(id).Error(), http.StatusForbidden)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 )
 
 // serveHTTPTunnel serves HTTP for agents on the HTTP listener, if it is on: /agents/{id}/{path} goes
@@ -20,6 +21,7 @@ func (s *Server) serveHTTPTunnel() {
 		maxBody:   s.cfg.Limits.MaxHTTPBody,
 		maxHeader: s.cfg.Limits.MaxHTTPHeaderBytes,
 		onLimit:   s.limitHit,
+		refusals:  refusal.New(s.cfg.Log.With("listener", "HTTP"), 0),
 	}
 	s.httpTunnel = httptunnel.NewServer(guard, s.listeners.http.Addr().String())
 	s.httpTunnel.ReadHeaderTimeout = s.cfg.Limits.HTTPReadHeaderTimeout

@@ -200,6 +200,21 @@ func TestSecureKasAuthorizesCallers(t *testing.T) {
 			t.Fatalf("kas logged a token:\n%s", e.log.String())
 		}
 	}
+	// Refused callers are logged once per reason and listener within the window: the two wrong tokens
+	// above make one line.
+	for _, listener := range []string{`listener="public API"`, "listener=HTTP"} {
+		for _, reason := range []string{"no caller token", "invalid caller token", "agent not allowed for the caller token"} {
+			n := 0
+			for _, line := range strings.Split(e.log.String(), "\n") {
+				if strings.Contains(line, `msg="refused caller"`) && strings.Contains(line, listener) && strings.Contains(line, `reason="`+reason+`"`) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d lines for %s refused on %s, want 1:\n%s", n, reason, listener, e.log.String())
+			}
+		}
+	}
 	if !strings.Contains(e.log.String(), "tls=true") || !strings.Contains(e.log.String(), "caller_auth=true") {
 		t.Errorf("kas's start line does not say it runs with TLS and caller tokens:\n%s", e.log.String())
 	}

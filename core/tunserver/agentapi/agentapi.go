@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 )
 
@@ -39,6 +40,7 @@ type AgentAPI struct {
 	maxSend          int
 	singleUse        bool
 	log              *slog.Logger
+	refusals         *refusal.Log
 }
 
 // New returns the Connect handler. maxConnectionAge > 0 gives every tunnel stream its own
@@ -53,7 +55,7 @@ func New(authn auth.AgentAuthenticator, reg *registry.Registry, maxConnectionAge
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &AgentAPI{auth: authn, registry: reg, maxAge: maxConnectionAge, log: log}, nil
+	return &AgentAPI{auth: authn, registry: reg, maxAge: maxConnectionAge, log: log, refusals: refusal.New(log, 0)}, nil
 }
 
 // SetMaxDescriptorBytes bounds the encoded descriptor an agent may send (DefaultMaxDescriptorBytes when
@@ -151,19 +153,23 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	ctx := stream.Context()
 	token, err := auth.BearerToken(ctx)
 	if err != nil {
+		a.refusals.Refused("agent", "no agent token", refusal.Peer(ctx), "err", err)
 		return err
 	}
 	agentID, err := a.auth.AuthenticateAgent(ctx, token)
 	if err != nil {
+		a.refusals.Refused("agent", "invalid agent token", refusal.Peer(ctx)) // not err: an authenticator's words
 		return err
 	}
 	if err := a.rates.allow(agentID); err != nil {
 		a.registry.LimitHit(tunserver.LimitTunnelRate)
+		a.refusals.Refused("agent", "tunnel rate limit", refusal.Peer(ctx), "agent_id", agentID, "err", err)
 		return err
 	}
 	// Counted before anything is read: a stream that never sends its descriptor holds a place of the
 	// agent's tunnel limit, and only for the handshake timeout.
 	if err := a.registry.Reserve(agentID); err != nil {
+		a.refusals.Refused("agent", "tunnel limit", refusal.Peer(ctx), "agent_id", agentID, "err", err)
 		return err
 	}
 	desc, err := a.handshake(stream)
@@ -172,6 +178,7 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 		if err == io.EOF {
 			return nil // the agent left before it sent a descriptor
 		}
+		a.refusals.Refused("agent", "bad or missing descriptor", refusal.Peer(ctx), "agent_id", agentID, "err", err)
 		return err
 	}
 	reuse := desc.Reuse && !a.singleUse

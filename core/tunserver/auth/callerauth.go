@@ -8,6 +8,7 @@ import (
 	"reflect"
 
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -74,16 +75,19 @@ func PermissionError(agentID int64) error {
 
 // CallerAuthInterceptor guards a routing server: the caller's bearer token must be known
 // (Unauthenticated otherwise) and allowed to reach the agent the call is for (PermissionDenied
-// otherwise). The token never travels further: kas strips authorization before any other hop.
-func CallerAuthInterceptor(a CallerAuthorizer) grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+// otherwise). The token never travels further: kas strips authorization before any other hop. Refused
+// callers go to refusals (nil: not logged).
+func CallerAuthInterceptor(a CallerAuthorizer, refusals *refusal.Log) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
 		token, err := BearerToken(ctx)
 		if err != nil {
+			refusals.Refused("caller", "no caller token", refusal.Peer(ctx), "method", info.FullMethod, "err", err)
 			return err
 		}
 		caller, err := a.AuthenticateCaller(ctx, token)
 		if err != nil {
+			refusals.Refused("caller", "invalid caller token", refusal.Peer(ctx), "method", info.FullMethod)
 			return err
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
@@ -92,6 +96,7 @@ func CallerAuthInterceptor(a CallerAuthorizer) grpc.StreamServerInterceptor {
 			return err
 		}
 		if !caller.MayReach(agentID) {
+			refusals.Refused("caller", "agent not allowed for the caller token", refusal.Peer(ctx), "agent_id", agentID, "method", info.FullMethod)
 			return PermissionError(agentID)
 		}
 		return handler(srv, &callerStream{ServerStream: ss, ctx: WithCaller(ctx, caller)})
