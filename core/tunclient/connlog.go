@@ -103,6 +103,8 @@ func failureReason(err error) string {
 			return "kas is down or not listening (connection refused)"
 		case strings.Contains(msg, "no such host") || strings.Contains(msg, "name resolver"):
 			return "kas address does not resolve"
+		case strings.Contains(msg, "eof") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "goaway"):
+			return "connection to kas lost"
 		default:
 			return "kas unreachable"
 		}

@@ -100,6 +100,7 @@ func TestFailureReasons(t *testing.T) {
 		{status.Error(codes.Unavailable, "connection error: desc = \"transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority\""), "TLS handshake with kas failed"},
 		{status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp: lookup kas.invalid: no such host\""), "kas address does not resolve"},
 		{status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 10.0.0.1:8150: i/o timeout\""), "kas unreachable"},
+		{status.Error(codes.Unavailable, "error reading from server: EOF"), "connection to kas lost"},
 		{status.Error(codes.ResourceExhausted, "agent 1 already has 1000 tunnels"), "a limit of kas"},
 		{status.Error(codes.Internal, "oops"), "tunnel to kas failed"},
 	} {

@@ -259,7 +259,9 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		msg, err := stream.Recv()
 		if calls == 0 && (err == nil || time.Since(opened) >= acceptedAfter) {
 			c.connected = true
-			p.connLog.connected()
+			if err == nil {
+				p.connLog.connected() // not when it broke: that is no news of being back
+			}
 		}
 		serve, withdrawn, exit := p.leaveIdle(c, err == nil && msg.GetRequestInfo() != nil)
 		if !serve {

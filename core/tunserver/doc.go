@@ -9,6 +9,7 @@
 //   - gateway: the private API handler through which another kas uses this kas's tunnels.
 //   - call: what kas reads from a routed call (method, agent id, metadata for the agent) and writes back.
 //   - auth: agent tokens, caller tokens, and the short-lived tokens kas replicas sign for each other.
+//   - refusal: the rate-limited log of the agents and callers kas turns away.
 //
 // Vocabulary, used with one meaning throughout: a tunnel is one Connect stream from an agent; the
 // routing kas received the call; a gateway is the kas that holds the tunnel a call goes through (this
