@@ -174,6 +174,7 @@ func startBadFixture(t *testing.T) *badFixture {
 			c.HTTPListen = "127.0.0.1:0"
 			c.PrivateAPISecret = secret
 			c.FindTimeout = badFindTimeout
+			c.UnservedGrace = badFindTimeout / 4
 			c.Limits = kas.Limits{
 				MaxTunnelsPerAgent:     badMaxTunnels,
 				MaxWaiting:             badMaxWaitingAll,
@@ -714,11 +715,11 @@ func badPublicAPICases() []badCase {
 			code: codes.InvalidArgument, says: []string{"bad method", "/grpc.testing.TestService/Empty/Call"},
 		},
 		{
-			// The agent may start serving the method at any moment (a new version connects): the call waits
-			// for a suitable tunnel up to the find timeout, as for an agent that is not connected.
+			// The agent may start serving the method soon (a new version connects): the call waits the
+			// unserved grace for a suitable tunnel, then fails saying why.
 			name: "public/method the agent does not serve",
 			run:  badPublicCall(badUnimplementedCall, badAgentMD("1"), nil),
-			code: codes.DeadlineExceeded, says: []string{"no tunnel to agent 1 for " + badUnimplementedCall, "does not serve this method"},
+			code: codes.Unimplemented, says: []string{"agent 1 is connected but does not serve " + badUnimplementedCall, "--unserved-grace"},
 		},
 		{
 			name: "public/message over the max message size",
