@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/peer"
@@ -38,8 +39,11 @@ type repeatVerdict struct {
 // repeats remembers the latest failures for RepeatWindow.
 type repeats struct {
 	presence func(agentID int64, service, method string) registry.Presence
-	mu       sync.Mutex
-	m        map[repeatKey]repeatVerdict
+	// latest is when the newest failure was remembered (UnixNano): while it is older than
+	// RepeatWindow, nothing is remembered and calls skip the map (and the peer's address string).
+	latest atomic.Int64
+	mu     sync.Mutex
+	m      map[repeatKey]repeatVerdict
 }
 
 func newRepeats(presence func(agentID int64, service, method string) registry.Presence) *repeats {
@@ -61,6 +65,9 @@ func (r *repeats) key(ctx context.Context, c call.Call) (repeatKey, bool) {
 
 // lookup returns the remembered answer to a call that repeats a recent failure, or nil.
 func (r *repeats) lookup(ctx context.Context, c call.Call) error {
+	if time.Since(time.Unix(0, r.latest.Load())) >= RepeatWindow {
+		return nil
+	}
 	k, ok := r.key(ctx, c)
 	if !ok {
 		return nil
@@ -97,4 +104,5 @@ func (r *repeats) remember(ctx context.Context, c call.Call, err error) {
 		}
 	}
 	r.m[k] = v
+	r.latest.Store(v.at.UnixNano())
 }
