@@ -18,6 +18,8 @@ const (
 	DefaultMaxMessageSize = 8 << 20
 	// DefaultConnectTimeout bounds how long a tunnel's agents may take to become callable.
 	DefaultConnectTimeout = 2 * time.Minute
+	// connectPoll is how often an adapter whose agents nothing signals checks whether they are in.
+	connectPoll = 5 * time.Millisecond
 	// MaxAgents bounds Config.Agents: every agent is a real connection with its goroutines.
 	MaxAgents = 100_000
 )
