@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	"github.com/tunnelbench/tunnelbench/core/demo"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // testAgents is how many agents each adapter starts in the suite: more than one, so that calls must
@@ -22,11 +22,12 @@ const testAgents = 3
 const testTimeout = 2 * time.Minute
 
 // TestAdapters starts every registered adapter, calls each agent with unary 64 B and 1 MiB calls, a
-// server stream and a bidi stream, checks its idle cost, and closes it without leaking a goroutine.
+// server stream and a bidi stream, and closes it without leaking a goroutine.
 func TestAdapters(t *testing.T) {
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
-			defer goleak.VerifyNone(t)
+			skipRacyPeer(t, name)
+			defer verifyNoLeaks(t)
 			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			r, err := Start(ctx, name, Config{Agents: testAgents, Register: registerNamedDemo})
@@ -38,7 +39,9 @@ func TestAdapters(t *testing.T) {
 					t.Errorf("close: %v", err)
 				}
 			}()
-			checkIdle(t, r.Idle)
+			if r.Idle.Agents != testAgents || r.Idle.GoroutinesPerAgent < 1 {
+				t.Errorf("idle cost %+v: want %d agents, each with a goroutine at least", r.Idle, testAgents)
+			}
 			for id := int64(1); id <= testAgents; id++ {
 				conn, err := r.Conn(id)
 				if err != nil {
@@ -50,18 +53,6 @@ func TestAdapters(t *testing.T) {
 				t.Errorf("Conn(%d) of %d agents: no error", testAgents+1, testAgents)
 			}
 		})
-	}
-}
-
-func checkIdle(t *testing.T, idle IdleCost) {
-	t.Helper()
-	t.Logf("idle per agent: %.0f B heap, %.0f B stacks, %.1f goroutines", idle.HeapBytesPerAgent, idle.StackBytesPerAgent, idle.GoroutinesPerAgent)
-	if idle.Agents != testAgents {
-		t.Errorf("idle cost of %d agents, want %d", idle.Agents, testAgents)
-	}
-	// Every adapter's agent holds at least a connection or a listener, and a goroutine serving it.
-	if idle.HeapBytesPerAgent <= 0 || idle.GoroutinesPerAgent < 1 {
-		t.Errorf("idle cost %+v: want heap above 0 and at least one goroutine per agent", idle)
 	}
 }
 
@@ -137,5 +128,33 @@ func checkCalls(ctx context.Context, t *testing.T, id int64, c demo.DemoClient) 
 	}
 	if _, err := chat.Recv(); err != io.EOF {
 		t.Fatalf("agent %d: chat end: %v, want EOF", id, err)
+	}
+}
+
+// TestIdleCost measures every adapter's idle agents as a run does: each holds heap, and a goroutine at
+// least (a connection or a listener, and what serves it).
+func TestIdleCost(t *testing.T) {
+	testtier.Full(t, "connects a thousand agents to every adapter, seconds")
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			skipRacyPeer(t, name)
+			defer verifyNoLeaks(t)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+			defer cancel()
+			r, err := Start(ctx, name, Config{Agents: DefaultIdleAgents})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := r.Close(ctx); err != nil {
+					t.Errorf("close: %v", err)
+				}
+			}()
+			idle := r.Idle
+			t.Logf("idle per agent: %.1f KiB heap, %.1f KiB stacks, %.1f goroutines", idle.HeapBytesPerAgent/1024, idle.StackBytesPerAgent/1024, idle.GoroutinesPerAgent)
+			if idle.Agents != DefaultIdleAgents || idle.HeapBytesPerAgent <= 0 || idle.GoroutinesPerAgent < 1 {
+				t.Errorf("idle cost %+v: want %d agents, each with heap and a goroutine at least", idle, DefaultIdleAgents)
+			}
+		})
 	}
 }

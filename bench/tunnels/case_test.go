@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
@@ -159,7 +158,7 @@ func TestRunWatchedAbandons(t *testing.T) {
 	if !strings.Contains(stall.Error(), "abandoned") {
 		t.Errorf("stall message %q does not say the calls were abandoned", stall.Error())
 	}
-	goleak.VerifyNone(t)
+	verifyNoLeaks(t)
 }
 
 // TestRunWatchedDumpError: a dump that cannot be written is an error, and the stall is still reported.
