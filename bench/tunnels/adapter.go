@@ -35,8 +35,8 @@ type Config struct {
 	Register func(id int64, s grpc.ServiceRegistrar)
 }
 
-// register registers agent id's services on s.
-func (c Config) register(id int64, s grpc.ServiceRegistrar) {
+// RegisterServices registers agent id's services on s: adapters call it for each agent.
+func (c Config) RegisterServices(id int64, s grpc.ServiceRegistrar) {
 	if c.Register == nil {
 		demo.Register(s)
 		return
@@ -83,10 +83,10 @@ type Tunnel interface {
 	Close(ctx context.Context) error
 }
 
-// checkAgent says whether id is one of cfg's agents; adapters check Conn's argument with it.
-func checkAgent(cfg Config, id int64) error {
-	if id < 1 || id > int64(cfg.Agents) {
-		return fmt.Errorf("no agent %d: agents are 1..%d", id, cfg.Agents)
+// CheckAgent says whether id is one of the agents; adapters check Conn's argument with it.
+func (c Config) CheckAgent(id int64) error {
+	if id < 1 || id > int64(c.Agents) {
+		return fmt.Errorf("no agent %d: agents are 1..%d", id, c.Agents)
 	}
 	return nil
 }

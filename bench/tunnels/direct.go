@@ -39,7 +39,7 @@ func (d *direct) ConnectAgents(ctx context.Context) error {
 			return err
 		}
 		s := grpc.NewServer(grpc.MaxRecvMsgSize(d.cfg.MaxMessageSize), grpc.MaxSendMsgSize(d.cfg.MaxMessageSize))
-		d.cfg.register(id+1, s)
+		d.cfg.RegisterServices(id+1, s)
 		d.mu.Lock()
 		d.servers, d.routes = append(d.servers, s), append(d.routes, route)
 		d.mu.Unlock()
@@ -49,7 +49,7 @@ func (d *direct) ConnectAgents(ctx context.Context) error {
 }
 
 func (d *direct) Conn(id int64) (grpc.ClientConnInterface, error) {
-	if err := checkAgent(d.cfg, id); err != nil {
+	if err := d.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
 	d.mu.Lock()

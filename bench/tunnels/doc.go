@@ -22,13 +22,17 @@
 //	}
 //
 //	func startMyTunnel(ctx context.Context, cfg Config) (Tunnel, error) {
-//		// start the server side on loopback, return a Tunnel whose ConnectAgents starts cfg.Agents
-//		// agents serving demo.Register and waits until each can be called, whose Conn(id) reaches
-//		// agent id, and whose Close stops both sides.
+//		// Start the server side on loopback and return a Tunnel whose ConnectAgents starts agents
+//		// 1..cfg.Agents, each registering its services with cfg.RegisterServices(id, s) (the demo
+//		// service unless a test says otherwise), and waits until each can be called; whose Conn(id)
+//		// reaches agent id (cfg.CheckAgent); and whose Close stops both sides and every goroutine
+//		// they started.
 //	}
 //
-// direct.go is the smallest complete example; the test suite (adapters_test.go) runs every registered
-// adapter through unary 64 B and 1 MiB calls and a bidi stream, its idle cost and a leak check.
+// direct.go and trivial_adapter_test.go are the smallest complete examples. The tests run every
+// registered adapter, yours included: unary 64 B and 1 MiB calls, a server stream and a bidi stream to
+// each agent (each answering as itself), a leak check after Close (adapters_test.go), its idle cost,
+// and 1 MiB calls from 16 callers (the full tier).
 //
 // # Stalls
 //

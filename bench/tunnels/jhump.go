@@ -104,7 +104,7 @@ func (j *jhump) startAgent(id int64) error {
 		return err
 	}
 	a := &jhumpAgent{conn: conn, server: grpctunnel.NewReverseTunnelServer(tunnelpb.NewTunnelServiceClient(conn))}
-	j.cfg.register(id, a.server)
+	j.cfg.RegisterServices(id, a.server)
 	j.mu.Lock()
 	j.agents = append(j.agents, a)
 	j.mu.Unlock()
@@ -124,7 +124,7 @@ func (j *jhump) startAgent(id int64) error {
 }
 
 func (j *jhump) Conn(id int64) (grpc.ClientConnInterface, error) {
-	if err := checkAgent(j.cfg, id); err != nil {
+	if err := j.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
 	return j.handler.KeyAsChannel(jhumpKey(id)), nil

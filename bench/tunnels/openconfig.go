@@ -114,7 +114,7 @@ func (o *openconfig) startAgent(ctx context.Context, id int64) error {
 		return err
 	}
 	s := grpc.NewServer(grpc.MaxRecvMsgSize(o.cfg.MaxMessageSize), grpc.MaxSendMsgSize(o.cfg.MaxMessageSize))
-	o.cfg.register(id, s)
+	o.cfg.RegisterServices(id, s)
 	o.mu.Lock()
 	o.agents = append(o.agents, s)
 	o.mu.Unlock()
@@ -126,7 +126,7 @@ func (o *openconfig) startAgent(ctx context.Context, id int64) error {
 }
 
 func (o *openconfig) Conn(id int64) (grpc.ClientConnInterface, error) {
-	if err := checkAgent(o.cfg, id); err != nil {
+	if err := o.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
 	return o.conns.get(id, func() (*grpc.ClientConn, error) {

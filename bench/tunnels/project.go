@@ -59,7 +59,7 @@ func (p *project) ConnectAgents(ctx context.Context) error {
 		route, err := p.kas.AgentRoute(id)
 		ac := topology.AgentConfig{ID: id, Route: route, MinIdle: TunnelsPerAgent, MaxMessageSize: p.cfg.MaxMessageSize,
 			Register: func(a *tunclient.Agent) error {
-				p.cfg.register(id, a)
+				p.cfg.RegisterServices(id, a)
 				return nil
 			}}
 		if p.singleUse {
@@ -79,7 +79,7 @@ func (p *project) ConnectAgents(ctx context.Context) error {
 }
 
 func (p *project) Conn(id int64) (grpc.ClientConnInterface, error) {
-	if err := checkAgent(p.cfg, id); err != nil {
+	if err := p.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
 	md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(id, 10))

@@ -122,7 +122,7 @@ func (r *remoteDialer) ConnectAgents(ctx context.Context) error {
 func (r *remoteDialer) startAgent(id int64) {
 	l, route, _ := topology.InMemory.Listen(topology.Hop{Kind: topology.CallerDirect}) // in memory: cannot fail
 	s := grpc.NewServer(grpc.MaxRecvMsgSize(r.cfg.MaxMessageSize), grpc.MaxSendMsgSize(r.cfg.MaxMessageSize))
-	r.cfg.register(id, s)
+	r.cfg.RegisterServices(id, s)
 	r.mu.Lock()
 	r.servers = append(r.servers, s)
 	r.mu.Unlock()
@@ -152,7 +152,7 @@ func (r *remoteDialer) startAgent(id int64) {
 }
 
 func (r *remoteDialer) Conn(id int64) (grpc.ClientConnInterface, error) {
-	if err := checkAgent(r.cfg, id); err != nil {
+	if err := r.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
 	dial := r.server.Dialer(remotedialerKey(id))

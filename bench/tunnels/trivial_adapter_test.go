@@ -38,7 +38,7 @@ func (t *trivial) ConnectAgents(context.Context) error {
 			return err
 		}
 		s := grpc.NewServer(grpc.MaxRecvMsgSize(t.cfg.MaxMessageSize), grpc.MaxSendMsgSize(t.cfg.MaxMessageSize))
-		t.cfg.register(id, s)
+		t.cfg.RegisterServices(id, s)
 		t.mu.Lock()
 		t.routes, t.servers = append(t.routes, route), append(t.servers, s)
 		t.mu.Unlock()
@@ -48,7 +48,7 @@ func (t *trivial) ConnectAgents(context.Context) error {
 }
 
 func (t *trivial) Conn(id int64) (grpc.ClientConnInterface, error) {
-	if err := checkAgent(t.cfg, id); err != nil {
+	if err := t.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
 	t.mu.Lock()
