@@ -35,7 +35,8 @@ FUZZ_TARGETS := \
 	./core/httptunnel:FuzzParsePath \
 	./core/kas:FuzzParseArgs \
 	./core/agentk:FuzzParseArgs \
-	./chaos/scenario:FuzzParse
+	./chaos/scenario:FuzzParse \
+	./bench/tunnels:FuzzParseList
 FUZZTIME ?= 30s
 FUZZTIME_SHORT ?= 3s
 
