@@ -163,11 +163,13 @@ func (p *pipe) finish(err error) {
 		*p.trailerAddr = p.trailer.Copy()
 	}
 	p.mdMu.Unlock()
+	// done before s2c closes: a caller that saw the end (RecvMsg's io.EOF or status) reads the trailer
+	// at once, and Trailer must not take it for a call still running.
+	p.done.Store(true)
 	p.sendMu.Lock()
 	p.finished = true
 	close(p.s2c)
 	p.sendMu.Unlock()
-	p.done.Store(true)
 	close(p.doneCh)
 }
 
