@@ -252,6 +252,10 @@ func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) erro
 	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
 	if err := pump.attachTunnel(t); err != nil {
+		if errors.Is(err, errCallOver) {
+			// The caller went away before the call reached the tunnel: endCall gave the tunnel back.
+			return ctx.Err()
+		}
 		// The stream ended under us: nothing reached the agent's service. The reader stops on its own.
 		r.finish(t, nil, rpc.EndReasonCallEnded)
 		pump.Detach()
@@ -335,12 +339,19 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 		fwd.pump.Detach()
 		return
 	}
+	if !fwd.pump.detachForGood() {
+		// The caller went away before request_info went out (the end raced Forward's attach): the
+		// agent knows of no call, so neither side ends one, and the tunnel is idle again at once. A
+		// call_end now would reach an agent with no call and break the protocol.
+		r.afterCall(t, fwd)
+		return
+	}
 	if !fwd.agentEnded.Load() {
 		fwd.drainTimer = time.AfterFunc(t.drain, func() {
 			r.finish(t, status.Errorf(codes.DeadlineExceeded, "the agent did not end its call within %s of kas ending it", t.drain), "")
 		})
 	}
-	fwd.pump.Detach() // waits for a request frame being sent: call_end comes after every frame
+	// detachForGood above waited for a request frame being sent: call_end comes after every frame.
 	if err := t.send(callEndMsg(why)); err != nil {
 		r.finish(t, nil, "")
 		return

@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,8 @@ type RequestPump struct {
 	// provisional: the target may still refuse the call (an eager gateway), so it gets only what the
 	// replay log holds; Confirm lifts that.
 	provisional bool
+	// ended: the call is over (detachForGood); nothing attaches any more.
+	ended bool
 	// attached is signalled on every attach, for a pump that waits with a full log.
 	attached chan struct{}
 
@@ -99,6 +102,9 @@ func (p *RequestPump) attach(target Target, provisional bool) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.ended {
+		return errCallOver
+	}
 	if err := target.Begin(); err != nil {
 		return err
 	}
@@ -150,6 +156,20 @@ func (p *RequestPump) Detach() (replayable bool) {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	return p.replayable
+}
+
+// errCallOver: the call ended before the pump was attached.
+var errCallOver = errors.New("the call ended before it reached a tunnel")
+
+// detachForGood detaches for the last time: the call is over, and a later attach fails with
+// errCallOver. It reports whether a target was attached: whether anything of the call (its request_info
+// first) went out. A send under way finishes first.
+func (p *RequestPump) detachForGood() (wasAttached bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	was := p.target != nil
+	p.target, p.provisional, p.ended = nil, false, true
+	return was
 }
 
 // Accept drops the replay log: the agent has the call. It never waits for a send to the target, so that
