@@ -34,7 +34,9 @@ const (
 
 // Topology defaults.
 const (
-	DefaultTunnelsPerAgent = 2
+	// DefaultTunnelsPerAgent is the agent's default pool (reusable tunnels); the single-use agent keeps
+	// its own default, tunclient.DefaultMinIdleSingleUse.
+	DefaultTunnelsPerAgent = tunclient.DefaultMinIdle
 	// DefaultMaxMessageSize leaves room for the 1 MiB shapes and their envelopes.
 	DefaultMaxMessageSize = 8 << 20
 )
@@ -169,13 +171,14 @@ func StartTopology(ctx context.Context, cfg TopologyConfig) (_ *Topology, err er
 		if err != nil {
 			return nil, err
 		}
+		ac.MinIdle = tunclient.DefaultMinIdleSingleUse
 		ac.Adjust = func(c *tunclient.Config) { c.SingleUse = true }
 		a, err := topology.StartAgent(ac)
 		if err != nil {
 			return nil, err
 		}
 		t.agents = append(t.agents, a)
-		want += int64(cfg.TunnelsPerAgent)
+		want += int64(ac.MinIdle)
 	}
 	if err := topology.WaitIdle(ctx, topology.DefaultConnectTimeout, want, func() int64 { return t.Kas[0].Registry().Stats().IdleTunnels }); err != nil {
 		return nil, err

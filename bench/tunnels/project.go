@@ -23,9 +23,13 @@ const (
 	SingleUse = "tunnel-single-use"
 )
 
-// TunnelsPerAgent is how many idle tunnels each agent keeps: bench's default
-// (bench.DefaultTunnelsPerAgent).
-const TunnelsPerAgent = 2
+// tunnelsPerAgent is how many idle tunnels each agent keeps: the agent's default pool.
+func (p *project) tunnelsPerAgent() int {
+	if p.singleUse {
+		return tunclient.DefaultMinIdleSingleUse
+	}
+	return tunclient.DefaultMinIdle
+}
 
 func init() {
 	Register(Registration{Name: Reuse, Kind: KindProject, About: "this project's tunnel, reusable tunnels (kas internal API)",
@@ -57,7 +61,7 @@ func (p *project) ConnectAgents(ctx context.Context) error {
 	var err error
 	p.agents, err = topology.StartAgents(ctx, p.cfg.Agents, func(id int64) (topology.AgentConfig, error) {
 		route, err := p.kas.AgentRoute(id)
-		ac := topology.AgentConfig{ID: id, Route: route, MinIdle: TunnelsPerAgent, MaxMessageSize: p.cfg.MaxMessageSize,
+		ac := topology.AgentConfig{ID: id, Route: route, MinIdle: p.tunnelsPerAgent(), MaxMessageSize: p.cfg.MaxMessageSize,
 			Register: func(a *tunclient.Agent) error {
 				p.cfg.RegisterServices(id, a)
 				return nil
@@ -74,7 +78,7 @@ func (p *project) ConnectAgents(ctx context.Context) error {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = time.Until(d)
 	}
-	want := int64(p.cfg.Agents * TunnelsPerAgent)
+	want := int64(p.cfg.Agents * p.tunnelsPerAgent())
 	return topology.WaitIdle(ctx, timeout, want, func() int64 { return p.kas.Server.Registry().Stats().IdleTunnels })
 }
 

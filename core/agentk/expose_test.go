@@ -63,7 +63,7 @@ func startAgentk(t *testing.T, e *testenv.Env, expose map[string]string) *agentk
 		defer cancel()
 		k.Stop(ctx)
 	})
-	testenv.Eventually(t, 10*time.Second, func() bool { return e.Kas.Registry().Stats().IdleTunnels >= 2 }, "agentk never connected")
+	testenv.Eventually(t, 10*time.Second, func() bool { return e.Kas.Registry().Stats().IdleTunnels >= int64(tunclient.DefaultMinIdle) }, "agentk never connected")
 	return k
 }
 

@@ -40,7 +40,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	kasServerName := fs.String("kas-server-name", "", "name expected in kas's certificate (default: the host of --kas-address)")
 	certFile := fs.String("tls-cert-file", "", "PEM client certificate `FILE` for kas's mutual TLS (--agent-ca-file on kas); reloaded when it changes")
 	keyFile := fs.String("tls-key-file", "", "PEM private key `FILE` of --tls-cert-file")
-	fs.IntVar(&cfg.Pool.MinIdle, "min-idle", tunclient.DefaultMinIdle, "idle tunnels kept open")
+	fs.IntVar(&cfg.Pool.MinIdle, "min-idle", tunclient.DefaultMinIdle, fmt.Sprintf("idle tunnels kept open (%d by default with --single-use-tunnels: each call ends its tunnel)", tunclient.DefaultMinIdleSingleUse))
 	fs.IntVar(&cfg.Pool.MaxConnections, "max-connections", tunclient.DefaultMaxConnections, "most tunnels open at once")
 	fs.IntVar(&cfg.Pool.ScaleUpStep, "scale-up-step", tunclient.DefaultScaleUpStep, "tunnels opened at once when idle ones run short")
 	fs.DurationVar(&cfg.Pool.MaxIdleTime, "max-idle-time", tunclient.DefaultMaxIdleTime, "idle time after which tunnels above --min-idle close")
@@ -78,6 +78,9 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive, got %d", name, v))
 		}
+	}
+	if cfg.Pool.SingleUse && !cli.IsSet(fs, "min-idle") {
+		cfg.Pool.MinIdle = tunclient.DefaultMinIdleSingleUse
 	}
 	positive("min-idle", cfg.Pool.MinIdle)
 	positive("max-connections", cfg.Pool.MaxConnections)

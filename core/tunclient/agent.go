@@ -24,8 +24,12 @@ import (
 
 // Pool defaults.
 const (
-	// DefaultMinIdle idle tunnels are kept open, so that calls rarely wait for one.
-	DefaultMinIdle = 2
+	// DefaultMinIdle idle tunnels are kept open, so that calls rarely wait for one. One is enough when
+	// tunnels carry call after call: a call that takes it makes the pool open more at once.
+	DefaultMinIdle = 1
+	// DefaultMinIdleSingleUse is the default with single-use tunnels (SingleUse): each call ends its
+	// tunnel, so a second one waits for the next call while the first is replaced.
+	DefaultMinIdleSingleUse = 2
 	// DefaultMaxConnections bounds the tunnels of one agent.
 	DefaultMaxConnections = 500
 	// DefaultScaleUpStep tunnels are opened at once when idle tunnels run short.
@@ -104,7 +108,11 @@ func (c *Config) applyDefaults() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %d", name, *v))
 		}
 	}
-	defInt("min idle", &c.MinIdle, DefaultMinIdle)
+	minIdle := DefaultMinIdle
+	if c.SingleUse {
+		minIdle = DefaultMinIdleSingleUse
+	}
+	defInt("min idle", &c.MinIdle, minIdle)
 	defInt("max connections", &c.MaxConnections, DefaultMaxConnections)
 	defInt("scale-up step", &c.ScaleUpStep, DefaultScaleUpStep)
 	defInt("max message size", &c.MaxMessageSize, DefaultMaxMessageSize)

@@ -223,3 +223,14 @@ func SplitList(s string) []string {
 	}
 	return out
 }
+
+// IsSet reports whether the command line set flag name (as opposed to leaving its default).
+func IsSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
