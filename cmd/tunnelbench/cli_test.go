@@ -43,7 +43,7 @@ func TestBenchCommand(t *testing.T) {
 		t.Fatalf("%d cases and %d scale steps", len(sum.Cases), len(sum.Scale))
 	}
 	sc := sum.Scale[0]
-	if sc.Agents != 20 || sc.Tunnels != 40 || sc.AgentHeapBytesPerAgent <= 0 || sc.KasHeapBytesPerTunnel <= 0 || sc.Errors != 0 {
+	if sc.Agents != 20 || sc.Tunnels != 20*bench.DefaultTunnelsPerAgent || sc.AgentHeapBytesPerAgent <= 0 || sc.KasHeapBytesPerTunnel <= 0 || sc.Errors != 0 {
 		t.Fatalf("scale step %+v", sc)
 	}
 	for _, f := range []string{"report.md", "plots/latency.svg", "plots/ratio.svg", "plots/scale-heap.svg"} {
