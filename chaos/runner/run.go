@@ -4,6 +4,11 @@
 //
 // A scenario that cannot apply or remove a fault fails with the reason; it never reports a pass it did
 // not measure.
+//
+// With Options.Tunnel a scenario runs against another tunnel through its bench/tunnels adapter
+// (adapter.go): one server, each agent's link to it through a proxy of its own, the same load,
+// objectives and invariants. Scenario.CheckTunnel keeps out what only this project's tunnel has, and
+// the summary names what the run left out.
 package runner
 
 import (

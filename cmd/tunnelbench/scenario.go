@@ -56,7 +56,7 @@ Usage: tunnelbench chaos [--dir DIR] [--out DIR] [--only NAME,...]
 func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tunnelbench scenario run", flag.ContinueOnError)
 	cli.SetUsage(fs, scenarioUsage)
-	out := fs.String("out", "", "directory for the results (default results/scenarios/<name>)")
+	out := fs.String("out", "", "directory for the results (default results/scenarios/<name>, with --tunnel results/scenarios/<name>-<tunnel>)")
 	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics for Prometheus at this address, e.g. "+bench.DefaultMetricsListen)
 	tunnel := fs.String("tunnel", tunnels.Reuse, "run against this tunnel ("+strings.Join(tunnels.Names(), ", ")+"); "+tunnels.Reuse+": this project's full topology")
 	if len(args) == 0 || args[0] != "run" {
@@ -92,7 +92,10 @@ func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	dir := *out
-	if dir == "" {
+	switch {
+	case dir == "" && opts.Tunnel != "":
+		dir = filepath.Join("results", "scenarios", sc.Name+"-"+opts.Tunnel)
+	case dir == "":
 		dir = filepath.Join("results", "scenarios", sc.Name)
 	}
 	ms, err := startMetrics(*metricsListen, stderr)
