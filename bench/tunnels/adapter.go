@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,6 +34,13 @@ type Config struct {
 	// Register registers the services agent id serves; nil means the demo service (demo.Register).
 	// Tests give each agent an answer of its own with it, to see that Conn(id) reaches agent id.
 	Register func(id int64, s grpc.ServiceRegistrar)
+	// AgentDial, when set, is how agent id connects to addr, the server side's listener for agents,
+	// every time it connects: the chaos runner puts a fault proxy on each agent's link there
+	// (scenario run --tunnel). For direct, where the caller connects to agent id's own server, it
+	// carries that connection: the same link, dialed the other way. nil dials addr over TCP. An
+	// adapter that ignores it still runs in bench; scenario run refuses it, since faults on its
+	// agents' links would not reach them.
+	AgentDial func(ctx context.Context, id int64, addr string) (net.Conn, error)
 }
 
 // RegisterServices registers agent id's services on s: adapters call it for each agent.

@@ -63,7 +63,7 @@ func (d *direct) Conn(id int64) (grpc.ClientConnInterface, error) {
 		return nil, fmt.Errorf("agent %d is not connected", id)
 	}
 	return d.conns.get(id, func() (*grpc.ClientConn, error) {
-		return topology.Dial(route, topology.MaxMessageSize(d.cfg.MaxMessageSize))
+		return topology.Dial(d.cfg.agentRoute(id, route), topology.MaxMessageSize(d.cfg.MaxMessageSize))
 	})
 }
 

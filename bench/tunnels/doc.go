@@ -26,8 +26,14 @@
 //		// 1..cfg.Agents, each registering its services with cfg.RegisterServices(id, s) (the demo
 //		// service unless a test says otherwise), and waits until each can be called; whose Conn(id)
 //		// reaches agent id (cfg.CheckAgent); and whose Close stops both sides and every goroutine
-//		// they started.
+//		// they started. Agent id connects to the server with cfg.AgentDial when it is set
+//		// (grpc.WithContextDialer, a websocket dialer's NetDialContext, ...), every time it connects.
 //	}
+//
+// AgentDial is what puts a chaos fault proxy on each agent's link (scenario run --tunnel NAME runs
+// the agent->kas faults of a scenario against your tunnel); an adapter that ignores it still runs in
+// bench, and scenario run says it cannot put faults on its links. An agent that comes back after its
+// connection broke, as your tunnel's own agents do, is what the chaos scenarios measure.
 //
 // direct.go and trivial_adapter_test.go are the smallest complete examples. The tests run every
 // registered adapter, yours included: unary 64 B and 1 MiB calls, a server stream and a bidi stream to

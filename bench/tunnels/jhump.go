@@ -99,7 +99,7 @@ func (j *jhump) ConnectAgents(ctx context.Context) error {
 
 // startAgent connects agent id and keeps its reverse tunnel open (again after it breaks) until Close.
 func (j *jhump) startAgent(id int64) error {
-	conn, err := topology.Dial(j.route, topology.MaxMessageSize(j.cfg.MaxMessageSize))
+	conn, err := topology.Dial(j.cfg.agentRoute(id, j.route), topology.MaxMessageSize(j.cfg.MaxMessageSize))
 	if err != nil {
 		return err
 	}

@@ -3,9 +3,13 @@ package tunnels
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"sync"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/openconfig/grpctunnel/dialer"
 	tpb "github.com/openconfig/grpctunnel/proto/tunnel"
 	"github.com/openconfig/grpctunnel/tunnel"
@@ -17,9 +21,11 @@ import (
 )
 
 // OpenconfigGrpctunnel is github.com/openconfig/grpctunnel: TCP over gRPC streams. As its gNMI
-// dial-out design has it, each agent registers a target with the tunnel server and serves gRPC on
-// tunnel.Listen's listener; the caller, in the tunnel server's process, dials the target through
-// dialer.ServerDialer (a gRPC connection whose transport is a session over the tunnel).
+// dial-out design has it, each agent registers a target with the tunnel server and serves gRPC on the
+// sessions the server opens to it (what tunnel.Listen gives; here the tunnel client runs as in
+// openconfig's target program, so that it takes a dialer and comes back after its connection broke);
+// the caller, in the tunnel server's process, dials the target through dialer.ServerDialer (a gRPC
+// connection whose transport is a session over the tunnel).
 const OpenconfigGrpctunnel = "openconfig-grpctunnel"
 
 // openconfigTargetType is the target type every agent registers, as gNMI dial-out registers "GNMI_GNOI".
@@ -87,9 +93,10 @@ func (o *openconfig) deleted(t tunnel.Target) error {
 
 func (o *openconfig) ConnectAgents(ctx context.Context) error {
 	for id := int64(1); id <= int64(o.cfg.Agents); id++ {
-		if err := o.startAgent(ctx, id); err != nil {
-			return fmt.Errorf("agent %d: %w", id, err)
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		o.startAgent(id)
 	}
 	return poll.Until(ctx, DefaultConnectTimeout, connectPoll, func() bool {
 		o.mu.Lock()
@@ -98,31 +105,67 @@ func (o *openconfig) ConnectAgents(ctx context.Context) error {
 	})
 }
 
-func (o *openconfig) startAgent(ctx context.Context, id int64) error {
-	// tunnel.Listen retries until it registers, for as long as its context lives, which is also the
-	// agent's life: end it early if the connect bound passes first.
-	actx, cancel := context.WithCancel(o.life)
-	stop := context.AfterFunc(ctx, cancel)
-	l, err := tunnel.Listen(actx, o.addr, "", map[tunnel.Target]struct{}{openconfigTarget(id): {}})
-	interrupted := !stop()
-	if err != nil || interrupted {
-		cancel()
-		if err == nil {
-			_ = l.Close()
-			err = ctx.Err()
-		}
-		return err
-	}
+// startAgent runs agent id until Close: its gRPC server, served the sessions its tunnel client
+// accepts, and the tunnel client itself, which comes back after its connection or registration
+// broke (see runTarget).
+func (o *openconfig) startAgent(id int64) {
+	l := newSessionListener(o.addr)
 	s := grpc.NewServer(grpc.MaxRecvMsgSize(o.cfg.MaxMessageSize), grpc.MaxSendMsgSize(o.cfg.MaxMessageSize))
 	o.cfg.RegisterServices(id, s)
 	o.mu.Lock()
 	o.agents = append(o.agents, s)
 	o.mu.Unlock()
+	o.wg.Go(func() { _ = s.Serve(l) })
 	o.wg.Go(func() {
-		defer cancel()
-		_ = s.Serve(l)
+		// The backoff of openconfig's target program (cmd/target), reset once a registration went
+		// through, so that an agent that was connected comes back as soon as a new one goes through.
+		bo := backoff.NewExponentialBackOff()
+		bo.MaxElapsedTime = 0
+		bo.InitialInterval, bo.MaxInterval, bo.RandomizationFactor = tunnel.RetryBaseDelay, tunnel.RetryMaxDelay, tunnel.RetryRandomization
+		for o.life.Err() == nil {
+			if o.runTarget(id, l) {
+				bo.Reset()
+			}
+			select {
+			case <-o.life.Done():
+			case <-time.After(bo.NextBackOff()):
+			}
+		}
 	})
-	return nil
+}
+
+// runTarget is one life of agent id's tunnel client, as openconfig's target program runs it
+// (tunnel.NewClient, Register, Start) over a gRPC connection of its own to the tunnel server, dialed
+// as Config.AgentDial says. tunnel.Listen does the same once but neither takes a dialer nor
+// registers again after its connection broke. It returns once the client stopped, and whether it had
+// registered.
+func (o *openconfig) runTarget(id int64, l *sessionListener) (registered bool) {
+	cc, err := grpc.NewClient("passthrough:///"+o.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(o.cfg.agentDialer(id)))
+	if err != nil {
+		return false
+	}
+	defer cc.Close()
+	target := openconfigTarget(id)
+	client, err := tunnel.NewClient(tpb.NewTunnelClient(cc), tunnel.ClientConfig{
+		RegisterHandler: func(t tunnel.Target) error {
+			if t != target {
+				return fmt.Errorf("agent %d serves target %s, not %s", id, target.ID, t.ID)
+			}
+			return nil
+		},
+		Handler: func(_ tunnel.Target, rwc io.ReadWriteCloser) error { return l.hand(rwc) },
+	}, map[tunnel.Target]struct{}{target: {}})
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithCancel(o.life)
+	defer cancel()
+	if err := client.Register(ctx); err != nil {
+		return false
+	}
+	client.Start(ctx)
+	return true
 }
 
 func (o *openconfig) Conn(id int64) (grpc.ClientConnInterface, error) {
@@ -147,3 +190,49 @@ func (o *openconfig) Close(ctx context.Context) error {
 	o.wg.Wait()
 	return nil
 }
+
+// sessionListener hands the sessions an openconfig agent's tunnel client accepts to its gRPC server,
+// as tunnel.Listen's listener does, across the client's lives.
+type sessionListener struct {
+	addr     openconfigAddr
+	sessions chan net.Conn
+	done     chan struct{}
+	once     sync.Once
+}
+
+func newSessionListener(addr string) *sessionListener {
+	return &sessionListener{addr: openconfigAddr(addr), sessions: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// hand gives a session to the gRPC server, or closes it once the listener is closed.
+func (l *sessionListener) hand(rwc io.ReadWriteCloser) error {
+	select {
+	case l.sessions <- &tunnel.Conn{ReadWriteCloser: rwc}:
+		return nil
+	case <-l.done:
+		_ = rwc.Close()
+		return net.ErrClosed
+	}
+}
+
+func (l *sessionListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.sessions:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *sessionListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *sessionListener) Addr() net.Addr { return l.addr }
+
+// openconfigAddr is the tunnel server's address, what tunnel.Listen's listener gives as its own.
+type openconfigAddr string
+
+func (openconfigAddr) Network() string  { return "tcp" }
+func (a openconfigAddr) String() string { return string(a) }

@@ -61,7 +61,7 @@ func (p *project) ConnectAgents(ctx context.Context) error {
 	var err error
 	p.agents, err = topology.StartAgents(ctx, p.cfg.Agents, func(id int64) (topology.AgentConfig, error) {
 		route, err := p.kas.AgentRoute(id)
-		ac := topology.AgentConfig{ID: id, Route: route, MinIdle: p.tunnelsPerAgent(), MaxMessageSize: p.cfg.MaxMessageSize,
+		ac := topology.AgentConfig{ID: id, Route: p.cfg.agentRoute(id, route), MinIdle: p.tunnelsPerAgent(), MaxMessageSize: p.cfg.MaxMessageSize,
 			Register: func(a *tunclient.Agent) error {
 				p.cfg.RegisterServices(id, a)
 				return nil

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/rancher/remotedialer"
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -139,9 +140,15 @@ func (r *remoteDialer) startAgent(id int64) {
 		return &closeNotifier{Conn: c, closed: func() { r.pipes.Add(-1) }}, nil
 	}
 	allowAll := func(string, string) bool { return true }
+	var ws *websocket.Dialer // nil: remotedialer's own
+	if r.cfg.AgentDial != nil {
+		dial := r.cfg.agentDialer(id)
+		ws = &websocket.Dialer{HandshakeTimeout: remotedialer.HandshakeTimeOut,
+			NetDialContext: func(ctx context.Context, _, addr string) (net.Conn, error) { return dial(ctx, addr) }}
+	}
 	r.agentsWG.Go(func() {
 		for r.agentsLife.Err() == nil {
-			err := remotedialer.ConnectToProxyWithDialer(r.agentsLife, r.url, headers, allowAll, nil, local, nil)
+			err := remotedialer.ConnectToProxyWithDialer(r.agentsLife, r.url, headers, allowAll, ws, local, nil)
 			if err == nil || errors.Is(err, context.Canceled) {
 				continue
 			}

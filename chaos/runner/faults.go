@@ -55,7 +55,7 @@ type killWindow struct{ from, to time.Duration }
 // faultTimeline applies and removes the scenario's faults on time, one change at a time.
 type faultTimeline struct {
 	sc    *scenario.Scenario
-	t     *topology
+	t     testbed
 	gauge *faultGauge
 	start time.Time
 
@@ -64,7 +64,7 @@ type faultTimeline struct {
 	errs   []error
 }
 
-func newFaultTimeline(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics, hold time.Duration) *faultTimeline {
+func newFaultTimeline(sc *scenario.Scenario, t testbed, m *harnessmetrics.Metrics, hold time.Duration) *faultTimeline {
 	ft := &faultTimeline{sc: sc, t: t, gauge: newFaultGauge(m, sc.Name, hold)}
 	for _, f := range sc.Faults {
 		end := f.End(sc.Load.Duration)
@@ -138,7 +138,7 @@ func (ft *faultTimeline) apply(s *faultState) {
 	at := time.Since(ft.start)
 	var err error
 	if s.f.Network != nil {
-		s.proxies, err = ft.t.proxies.Select(s.f.Link, s.f.Select)
+		s.proxies, err = ft.t.linkProxies(s.f.Link, s.f.Select)
 		if err == nil {
 			err = chaos.Apply(ctx, s.f.Network, s.proxies)
 		}

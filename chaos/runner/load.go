@@ -123,14 +123,14 @@ func agentMeta(ctx context.Context) context.Context {
 }
 
 // loadGen drives the scenario's load with bench/load's generators, as bench drives its cases: an open
-// loop at the scenario's rate or a closed loop of its workers. Call n enters at the chosen kas and goes
-// to target agent n mod the targets.
+// loop at the scenario's rate or a closed loop of its workers. Call n enters at the chosen kas (the
+// testbed's entry) and goes to target agent n mod the targets.
 type loadGen struct {
 	sc      *scenario.Scenario
 	rec     *recorder
 	obs     load.Observer
 	targets []int64
-	// calls[i] is the call factory through kas i's caller->kas proxy.
+	// calls[i] is the call factory of entry i (kas i's caller->kas proxy).
 	calls []load.NewCall
 	// alive lists the kas callers can enter at now.
 	alive       func() []int
@@ -138,7 +138,7 @@ type loadGen struct {
 	start       time.Time
 }
 
-func newLoadGen(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics, maxInFlight int) (*loadGen, error) {
+func newLoadGen(sc *scenario.Scenario, t testbed, m *harnessmetrics.Metrics, maxInFlight int) (*loadGen, error) {
 	shape, err := load.ParseShape(sc.Load.Shape)
 	if err != nil {
 		return nil, err
@@ -147,9 +147,7 @@ func newLoadGen(sc *scenario.Scenario, t *topology, m *harnessmetrics.Metrics, m
 		sc: sc, rec: &recorder{}, obs: m.Observer(sc.Name), targets: sc.Load.TargetAgents(sc.Topology),
 		alive: t.aliveKas, maxInFlight: cmp.Or(maxInFlight, DefaultMaxInFlight(sc.Load)),
 	}
-	for _, c := range t.callers {
-		g.calls = append(g.calls, load.NewShapeCall(shape, sc.Load.Payload, c, agentMeta))
-	}
+	g.calls = t.newCalls(shape, sc.Load.Payload)
 	return g, nil
 }
 

@@ -32,6 +32,9 @@ type PlotFigure struct {
 	Name string
 	// Make draws the chart; a nil chart (or errPlotNothingToDraw) means the run has no data for it.
 	Make func(s *Summary) (*benchplot.Chart, error)
+	// KasOnly: the chart shows what kas measures, which a run against another tunnel (Summary.Tunnel)
+	// does not have.
+	KasOnly bool
 }
 
 // PlotFigures lists every chart WritePlots writes, in order.
@@ -39,9 +42,9 @@ var PlotFigures = []PlotFigure{
 	{Name: "latency", Make: PlotLatency},
 	{Name: "rate", Make: PlotRate},
 	{Name: "errors", Make: PlotErrors},
-	{Name: "routing", Make: PlotRouting},
-	{Name: "routing-histogram", Make: PlotRoutingHistogram},
-	{Name: "tunnels", Make: PlotTunnels},
+	{Name: "routing", Make: PlotRouting, KasOnly: true},
+	{Name: "routing-histogram", Make: PlotRoutingHistogram, KasOnly: true},
+	{Name: "tunnels", Make: PlotTunnels, KasOnly: true},
 	{Name: "connections", Make: PlotConnections},
 }
 
@@ -49,7 +52,7 @@ var PlotFigures = []PlotFigure{
 var errPlotNothingToDraw = errors.New("nothing to draw")
 
 // WritePlots writes every chart the run has data for into dir as SVG (dir/NAME.svg) and returns the
-// files written, in PlotFigures order. A chart that fails is left out and its error joined to the
+// files written, in PlotFigures order; a run against another tunnel has no kas charts. A chart that fails is left out and its error joined to the
 // others; the other charts are still written.
 func WritePlots(dir string, s *Summary) ([]string, error) {
 	if s == nil {
@@ -63,6 +66,9 @@ func WritePlots(dir string, s *Summary) ([]string, error) {
 		errs  []error
 	)
 	for _, fig := range PlotFigures {
+		if fig.KasOnly && s.Tunnel != "" {
+			continue
+		}
 		c, err := plotMake(fig, s)
 		if errors.Is(err, errPlotNothingToDraw) || err == nil && c == nil {
 			continue

@@ -123,6 +123,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	if line := reportEnv(s); line != "" {
 		fmt.Fprintf(&b, "%s\n\n", line)
 	}
+	reportTunnel(&b, s)
 	if s.Failure != "" {
 		fmt.Fprintf(&b, "**The run itself failed:** %s\n\n", s.Failure)
 	}
@@ -220,9 +221,28 @@ func reportFaults(b *strings.Builder, s *Summary) {
 	b.WriteString("\n")
 }
 
+// reportTunnel says, for a run against another tunnel, what ran and what of the scenario it left out.
+func reportTunnel(b *strings.Builder, s *Summary) {
+	if s.Tunnel == "" {
+		return
+	}
+	fmt.Fprintf(b, "Run against tunnel `%s` through its bench/tunnels adapter: one server, each agent's link to it through a fault proxy of its own, callers in the server's process.", s.Tunnel)
+	if len(s.NotApplied) > 0 {
+		b.WriteString(" Left out, since only this project's tunnel has them:\n\n")
+		for _, n := range s.NotApplied {
+			fmt.Fprintf(b, "- %s\n", n)
+		}
+	}
+	b.WriteString("\n")
+}
+
 func reportRouting(b *strings.Builder, s *Summary) {
 	r := s.Routing
 	b.WriteString("## Routing\n\n")
+	if s.Tunnel != "" {
+		fmt.Fprintf(b, "None: tunnel %s has no kas to route calls.\n\n", s.Tunnel)
+		return
+	}
 	fmt.Fprintf(b, "How long the routing kas took to find a tunnel, for successful routings over the run (tunnel_routing_duration); %d routing timeouts.\n\n", r.Timeouts)
 	if len(r.BucketCounts) == 0 {
 		b.WriteString("No routing histogram was recorded.\n\n")
@@ -253,7 +273,12 @@ func reportTimeline(b *strings.Builder, s *Summary) {
 		b.WriteString("No timeline was recorded.\n")
 		return
 	}
-	b.WriteString("t is seconds since the load started. Offered counts the calls scheduled to start in the second; achieved the calls that finished in it and succeeded (a failed call is never throughput); failed and the latencies the calls that finished in it. Caught up marks the seconds that met the recovery rule. Waiting is calls waiting for a tunnel; new conns is agent connections the kas instances accepted.\n\n")
+	b.WriteString("t is seconds since the load started. Offered counts the calls scheduled to start in the second; achieved the calls that finished in it and succeeded (a failed call is never throughput); failed and the latencies the calls that finished in it. Caught up marks the seconds that met the recovery rule. ")
+	if s.Tunnel == "" {
+		b.WriteString("Waiting is calls waiting for a tunnel; new conns is agent connections the kas instances accepted.\n\n")
+	} else {
+		fmt.Fprintf(b, "New conns is agent connections made through the links' proxies; %s has no kas, so no routing timeouts, tunnels or waiting calls (-).\n\n", s.Tunnel)
+	}
 	b.WriteString("| t | offered | achieved | failed | caught up | p50 ms | p99 ms | routing timeouts | tunnels idle/busy | waiting | new conns | faults |\n")
 	b.WriteString("|--:|--:|--:|---|:-:|--:|--:|--:|--:|--:|--:|---|\n")
 	for _, sec := range s.Timeline {
@@ -262,9 +287,13 @@ func reportTimeline(b *strings.Builder, s *Summary) {
 		if sec.Achieved+reportFailedTotal(sec.ByCode) > 0 {
 			p50, p99 = reportMs(sec.LatencyUs.P50), reportMs(sec.LatencyUs.P99)
 		}
-		fmt.Fprintf(b, "| %d | %d | %d | %s | %s | %s | %s | %d | %d/%d | %d | %d | %s |\n",
-			sec.T, sec.Offered, sec.Achieved, reportCell(failed), reportMark(caughtUp(sec)), p50, p99, sec.RoutingTimeouts,
-			sec.TunnelsIdle, sec.TunnelsBusy, sec.WaitingCalls, sec.NewConnections, reportCell(strings.Join(sec.ActiveFaults, ", ")))
+		timeouts, tunnels, waiting := strconv.FormatInt(sec.RoutingTimeouts, 10), fmt.Sprintf("%d/%d", sec.TunnelsIdle, sec.TunnelsBusy), strconv.FormatInt(sec.WaitingCalls, 10)
+		if s.Tunnel != "" {
+			timeouts, tunnels, waiting = "-", "-", "-"
+		}
+		fmt.Fprintf(b, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d | %s |\n",
+			sec.T, sec.Offered, sec.Achieved, reportCell(failed), reportMark(caughtUp(sec)), p50, p99, timeouts,
+			tunnels, waiting, sec.NewConnections, reportCell(strings.Join(sec.ActiveFaults, ", ")))
 	}
 }
 
@@ -304,10 +333,14 @@ func reportEnv(s *Summary) string {
 }
 
 func reportName(s *Summary) string {
-	if s.Scenario == "" {
-		return "(unnamed scenario)"
+	name := s.Scenario
+	if name == "" {
+		name = "(unnamed scenario)"
 	}
-	return s.Scenario
+	if s.Tunnel != "" {
+		name += " on " + s.Tunnel
+	}
+	return name
 }
 
 func reportMark(ok bool) string {

@@ -4,6 +4,11 @@
 //
 // A scenario that cannot apply or remove a fault fails with the reason; it never reports a pass it did
 // not measure.
+//
+// With Options.Tunnel a scenario runs against another tunnel through its bench/tunnels adapter
+// (adapter.go): one server, each agent's link to it through a proxy of its own, the same load,
+// objectives and invariants. Scenario.CheckTunnel keeps out what only this project's tunnel has, and
+// the summary names what the run left out.
 package runner
 
 import (
@@ -58,6 +63,12 @@ type Options struct {
 	// MaxInFlight bounds an open-loop load's calls in flight; zero means DefaultMaxInFlight of the
 	// scenario's load.
 	MaxInFlight int
+	// Tunnel, when set, runs the scenario against the bench/tunnels adapter registered under that name
+	// instead of this project's topology: one server, the agents each through a proxy on its own
+	// agent->kas link, callers in the server's process. The scenario must pass
+	// Scenario.CheckTunnel (no kas replicas, tracker or process faults). tunnels.Reuse runs this
+	// project's tunnel the same way, one kas with its caller inside; empty runs the full topology.
+	Tunnel string
 }
 
 // Validate reports every problem of the options in one error.
@@ -90,17 +101,24 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 		}
 	}
 	sum := &Summary{Schema: SummarySchema, Scenario: sc.Name, File: sc.File, Description: sc.Description, Env: result.CollectEnv(time.Now())}
+	if opts.Tunnel != "" {
+		notApplied, err := sc.CheckTunnel(opts.Tunnel)
+		if err != nil {
+			return nil, err
+		}
+		sum.Tunnel, sum.NotApplied = opts.Tunnel, notApplied
+	}
 	goroutines0 := countGoroutines()
-	progress("%s: starting %d kas and %d agents", sc.Name, sc.Topology.Kas, sc.Topology.Agents)
-	t, err := startTopology(ctx, sc, opts.Log)
+	t, err := startTestbed(ctx, sc, opts, progress)
 	if err != nil {
 		return nil, err
 	}
 	closed := false
+	var closeErr error
 	closeTopology := func() {
 		if !closed {
 			closed = true
-			t.close()
+			closeErr = t.close()
 		}
 	}
 	defer closeTopology()
@@ -118,6 +136,9 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 	progress("%s: load done, stopping the topology", sc.Name)
 	closeTopology()
 	leaked := goroutineGrowth(goroutines0)
+	if closeErr != nil {
+		sum.Failure = closeErr.Error()
+	}
 
 	summarize(sum, sc, m.rec, m.sampler, m.ft)
 	checkObjectives(sum, sc, m.rec, m.sampler, m.ft)
@@ -144,6 +165,16 @@ func Run(ctx context.Context, sc *scenario.Scenario, opts Options) (*Summary, er
 	return sum, nil
 }
 
+// startTestbed starts this project's topology, or the adapter of opts.Tunnel.
+func startTestbed(ctx context.Context, sc *scenario.Scenario, opts Options, progress func(string, ...any)) (testbed, error) {
+	if opts.Tunnel == "" {
+		progress("%s: starting %d kas and %d agents", sc.Name, sc.Topology.Kas, sc.Topology.Agents)
+		return startTopology(ctx, sc, opts.Log)
+	}
+	progress("%s: starting tunnel %s and %d agents, a proxy on each agent's link", sc.Name, opts.Tunnel, sc.Topology.Agents)
+	return startAdapter(ctx, sc, opts.Tunnel)
+}
+
 // measured is what a run's load, fault timeline and sampler recorded.
 type measured struct {
 	rec     *recorder
@@ -154,7 +185,7 @@ type measured struct {
 // runLoad drives the load while the fault timeline plays and the sampler reads the kas every second,
 // and returns once all three have stopped. The error is for a load that could not start or a run that
 // was interrupted.
-func runLoad(ctx context.Context, sc *scenario.Scenario, t *topology, opts Options) (measured, error) {
+func runLoad(ctx context.Context, sc *scenario.Scenario, t testbed, opts Options) (measured, error) {
 	gen, err := newLoadGen(sc, t, opts.Metrics, opts.MaxInFlight)
 	if err != nil {
 		return measured{}, err

@@ -9,7 +9,7 @@ import (
 
 // sampler reads the kas instances once per second: routing histogram, tunnels, waiting calls.
 type sampler struct {
-	t  *topology
+	t  testbed
 	ft *faultTimeline
 
 	began   time.Time
@@ -24,7 +24,7 @@ type sample struct {
 	idle, busy, waiting int64
 }
 
-func newSampler(t *topology, ft *faultTimeline) *sampler {
+func newSampler(t testbed, ft *faultTimeline) *sampler {
 	return &sampler{t: t, ft: ft, stopCh: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -74,7 +74,7 @@ func (s *sampler) fill(tl []Second, sum *Summary) {
 			tl[i].TunnelsIdle, tl[i].TunnelsBusy, tl[i].WaitingCalls = s.samples[i+1].idle, s.samples[i+1].busy, s.samples[i+1].waiting
 		}
 	}
-	for _, at := range s.t.accepts.snapshot() {
+	for _, at := range s.t.acceptTimes() {
 		if d := at.Sub(s.began); d >= 0 {
 			if i := int(d / time.Second); i < len(tl) {
 				tl[i].NewConnections++
@@ -87,7 +87,7 @@ func (s *sampler) fill(tl []Second, sum *Summary) {
 func (s *sampler) peakReconnectRate() float64 {
 	windows := map[int64]int{}
 	peak := 0
-	for _, at := range s.t.accepts.snapshot() {
+	for _, at := range s.t.acceptTimes() {
 		d := at.Sub(s.began)
 		if d < 0 {
 			continue // the topology's first connections are not reconnects

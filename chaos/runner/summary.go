@@ -10,11 +10,17 @@ const SummarySchema = "tunnelbench/scenario/v1"
 
 // Summary is summary.json of one scenario run.
 type Summary struct {
-	Schema      string     `json:"schema"`
-	Scenario    string     `json:"scenario"`
-	File        string     `json:"file"`
-	Description string     `json:"description,omitempty"`
-	Env         result.Env `json:"env"`
+	Schema      string `json:"schema"`
+	Scenario    string `json:"scenario"`
+	File        string `json:"file"`
+	Description string `json:"description,omitempty"`
+	// Tunnel names the bench/tunnels adapter the scenario ran against (scenario run --tunnel); empty
+	// for this project's topology.
+	Tunnel string `json:"tunnel,omitempty"`
+	// NotApplied lists, with a run against Tunnel, the scenario's settings and objectives that only
+	// this project's tunnel has, which the run left out (Scenario.CheckTunnel), each with why.
+	NotApplied []string   `json:"not_applied,omitempty"`
+	Env        result.Env `json:"env"`
 	// Passed: every objective and invariant held and every fault was applied and removed.
 	Passed bool `json:"passed"`
 	// Failure says why the run itself failed (a fault that could not be applied or removed, an

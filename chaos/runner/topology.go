@@ -136,7 +136,7 @@ func startTopology(ctx context.Context, sc *scenario.Scenario, log *slog.Logger)
 	t := &topology{sc: sc, log: log, proxies: chaos.NewProxies(), agents: map[int64]*topo.Agent{}}
 	defer func() {
 		if err != nil {
-			t.close()
+			_ = t.close()
 		}
 	}()
 	if t.secret, err = topo.NewSecret(); err != nil {
@@ -377,7 +377,7 @@ func (t *topology) StartRedis(context.Context) error {
 }
 
 // close stops everything the topology started.
-func (t *topology) close() {
+func (t *topology) close() error {
 	t.mu.Lock()
 	agents := make(topo.Agents, 0, len(t.agents))
 	for _, a := range t.agents {
@@ -398,4 +398,5 @@ func (t *topology) close() {
 	if t.redis != nil {
 		_ = t.redis.Close()
 	}
+	return nil
 }

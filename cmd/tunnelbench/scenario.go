@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tunnelbench/tunnelbench/bench"
+	"github.com/tunnelbench/tunnelbench/bench/tunnels"
 	"github.com/tunnelbench/tunnelbench/chaos/runner"
 	"github.com/tunnelbench/tunnelbench/chaos/scenario"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
@@ -29,11 +30,18 @@ and the faults active. A scenario that bounds no failures (success_ratio, max_fa
 allows none; recovery is "not recovered" when calls never caught up after a fault (the rule is in
 chaos/scenario/doc.go).
 
+With --tunnel NAME (a tunnel of bench --tunnels: openconfig-grpctunnel, jhump-grpctunnel, ...), the
+scenario runs against that tunnel instead: its server and the scenario's agents, each agent's link to
+the server through a fault proxy of its own, callers in the server's process. The agent->kas link
+faults mean the same there; faults on kas, agentk or Redis, the other links, several kas, a Redis
+tracker and max_connection_age are this project's only, and such a scenario exits 2 naming them.
+--tunnel tunnel (the default) is this project's full topology.
+
 Results: OUT/summary.json (schema tunnelbench/scenario/v1), OUT/report.md and OUT/plots/*.svg.
 Exit status: 0 when every objective held, 1 when one failed (failed calls beyond what the scenario
-allows included), 2 when the file is not a valid scenario.
+allows included), 2 when the file is not a valid scenario or not one for --tunnel.
 
-Usage: tunnelbench scenario run FILE [--out DIR] [--metrics-listen ADDR]
+Usage: tunnelbench scenario run FILE [--out DIR] [--metrics-listen ADDR] [--tunnel NAME]
 `
 
 const chaosUsage = `
@@ -48,8 +56,9 @@ Usage: tunnelbench chaos [--dir DIR] [--out DIR] [--only NAME,...]
 func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("tunnelbench scenario run", flag.ContinueOnError)
 	cli.SetUsage(fs, scenarioUsage)
-	out := fs.String("out", "", "directory for the results (default results/scenarios/<name>)")
+	out := fs.String("out", "", "directory for the results (default results/scenarios/<name>, with --tunnel results/scenarios/<name>-<tunnel>)")
 	metricsListen := fs.String("metrics-listen", "", "serve the run's metrics for Prometheus at this address, e.g. "+bench.DefaultMetricsListen)
+	tunnel := fs.String("tunnel", tunnels.Reuse, "run against this tunnel ("+strings.Join(tunnels.Names(), ", ")+"); "+tunnels.Reuse+": this project's full topology")
 	if len(args) == 0 || args[0] != "run" {
 		if len(args) > 0 && (args[0] == "help" || strings.HasPrefix(args[0], "-")) {
 			// scenario --help, help, --version: as scenario run answers them.
@@ -78,8 +87,15 @@ func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return cli.UsageError{Err: err}
 	}
+	opts, err := tunnelOptions(fs.Name(), *tunnel, sc)
+	if err != nil {
+		return err
+	}
 	dir := *out
-	if dir == "" {
+	switch {
+	case dir == "" && opts.Tunnel != "":
+		dir = filepath.Join("results", "scenarios", sc.Name+"-"+opts.Tunnel)
+	case dir == "":
 		dir = filepath.Join("results", "scenarios", sc.Name)
 	}
 	ms, err := startMetrics(*metricsListen, stderr)
@@ -89,7 +105,7 @@ func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 	if ms != nil {
 		defer ms.Close()
 	}
-	sum, err := runOne(ctx, sc, dir, ms, stdout, stderr)
+	sum, err := runOne(ctx, sc, dir, ms, opts, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -97,6 +113,20 @@ func runScenarioCmd(ctx context.Context, args []string, stdout, stderr io.Writer
 		return errObjectivesFailed
 	}
 	return nil
+}
+
+// tunnelOptions checks --tunnel and that the scenario can run against it: the runner's options for it.
+func tunnelOptions(command, name string, sc *scenario.Scenario) (runner.Options, error) {
+	if _, err := tunnels.Lookup(name); err != nil {
+		return runner.Options{}, cli.UsageError{Err: fmt.Errorf("--tunnel: %w", err), Command: command}
+	}
+	if name == tunnels.Reuse {
+		return runner.Options{}, nil // this project's full topology
+	}
+	if _, err := sc.CheckTunnel(name); err != nil {
+		return runner.Options{}, cli.UsageError{Err: err}
+	}
+	return runner.Options{Tunnel: name}, nil
 }
 
 func startMetrics(addr string, stderr io.Writer) (*bench.MetricsServer, error) {
@@ -112,8 +142,8 @@ func startMetrics(addr string, stderr io.Writer) (*bench.MetricsServer, error) {
 }
 
 // runOne runs a scenario and writes its results to dir.
-func runOne(ctx context.Context, sc *scenario.Scenario, dir string, ms *bench.MetricsServer, stdout, stderr io.Writer) (*runner.Summary, error) {
-	opts := runner.Options{Progress: func(s string) { fmt.Fprintln(stderr, s) }}
+func runOne(ctx context.Context, sc *scenario.Scenario, dir string, ms *bench.MetricsServer, opts runner.Options, stdout, stderr io.Writer) (*runner.Summary, error) {
+	opts.Progress = func(s string) { fmt.Fprintln(stderr, s) }
 	if ms != nil {
 		opts.Metrics = ms.Metrics
 		opts.Attach = func(i int, g prometheus.Gatherer) func() { return ms.Attach("kas", fmt.Sprint(i), g) }
@@ -170,7 +200,7 @@ func runChaos(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	failed := 0
 	for i, sc := range scs {
 		fmt.Fprintf(stderr, "[%d/%d] %s\n", i+1, len(scs), sc.Name)
-		sum, err := runOne(ctx, sc, filepath.Join(*out, sc.Name), ms, stdout, stderr)
+		sum, err := runOne(ctx, sc, filepath.Join(*out, sc.Name), ms, runner.Options{}, stdout, stderr)
 		if err != nil {
 			return err
 		}
