@@ -58,15 +58,13 @@ func (e *TunnelError) Error() string {
 
 // CheckTunnel checks that the scenario can run against tunnel, a bench/tunnels adapter (never this
 // project's full topology): a *TunnelError names every fault and topology setting that applies to
-// this project's tunnel only. notApplied lists what the run leaves out instead, each with why: the
-// settings of kas and agentk that the adapter's tunnel does not have (it runs with its own) and the
-// objectives measured from kas's metrics.
+// this project's tunnel only (a tracker, max connection age). notApplied lists what the run leaves out
+// instead, each with why: the settings of kas and agentk that the adapter's tunnel does not have (it
+// runs with its own, and one server however many kas the scenario has) and the objectives measured
+// from kas's metrics.
 func (s *Scenario) CheckTunnel(tunnel string) (notApplied []string, err error) {
 	var problems []string
 	t := s.Topology
-	if t.Kas > 1 {
-		problems = append(problems, fmt.Sprintf("topology kas: %d: several kas replicas (an adapter's tunnel has one server; kas: 1 runs)", t.Kas))
-	}
 	if t.Tracker != TrackerMemory {
 		problems = append(problems, fmt.Sprintf("topology tracker: %s: the tracker of several kas", t.Tracker))
 	}
@@ -81,10 +79,15 @@ func (s *Scenario) CheckTunnel(tunnel string) (notApplied []string, err error) {
 	if len(problems) > 0 {
 		return nil, &TunnelError{File: s.File, Tunnel: tunnel, Problems: problems}
 	}
-	notApplied = []string{
+	if t.Kas > 1 {
+		// The agents' links are what the faults act on: they mean the same whether the agents share one
+		// server or are spread over several.
+		notApplied = append(notApplied, fmt.Sprintf("kas: %d (%s has one server: every agent connects to it)", t.Kas, tunnel))
+	}
+	notApplied = append(notApplied,
 		fmt.Sprintf("tunnels_per_agent: %d (agentk's idle tunnels; %s keeps what it keeps)", t.TunnelsPerAgent, tunnel),
 		fmt.Sprintf("find_timeout: %s (how long kas waits for a tunnel)", t.FindTimeout),
-	}
+	)
 	for _, o := range s.Expect {
 		if why := o.ProjectOnly(); why != "" {
 			notApplied = append(notApplied, fmt.Sprintf("objective %s (%s)", o, why))
