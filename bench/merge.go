@@ -94,7 +94,7 @@ func Merge(runs []MergeInput) (*Summary, error) {
 		if c.Pair == "" {
 			continue
 		}
-		if d := out.caseNamed(c.Pair); d != nil {
+		if d := out.caseNamed(c.Pair); d != nil && !c.Stalled() && !d.Stalled() {
 			c.RatioToDirect = ratio(c, d)
 		}
 	}
@@ -230,6 +230,9 @@ func sameSummary(a, b *Summary) bool {
 func caseHistograms(r MergeInput) (map[string]*hdrhistogram.Histogram, error) {
 	out := make(map[string]*hdrhistogram.Histogram, len(r.Summary.Cases))
 	for _, c := range r.Summary.Cases {
+		if c.Stalled() {
+			continue // no figures, no histogram
+		}
 		if c.LatencyHDR == "" {
 			return nil, fmt.Errorf("%s: case %s has no latency histogram (latency_hdr): the run predates tunnelbench merge; run it again with this version", r.Dir, c.Name)
 		}
@@ -245,15 +248,31 @@ func caseHistograms(r MergeInput) (map[string]*hdrhistogram.Histogram, error) {
 	return out, nil
 }
 
-// mergeCase combines one case over every run.
+// mergeCase combines one case over every run. A case that stalled in any run is stalled in the merge:
+// the figures of the others would describe only part of the load.
 func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.Histogram) (CaseResult, error) {
+	for _, r := range runs {
+		if c := r.Summary.caseNamed(name); c.Stalled() {
+			out := *c
+			out.Stall = new(*c.Stall)
+			if out.Stall.DumpPath != "" && !filepath.IsAbs(out.Stall.DumpPath) {
+				// Where the run's results went when it was gathered here.
+				dir := r.Dir
+				if filepath.Ext(dir) == ".json" {
+					dir = filepath.Dir(dir)
+				}
+				out.Stall.DumpPath = filepath.Join(dir, StallDir, filepath.Base(out.Stall.DumpPath))
+			}
+			return out, nil
+		}
+	}
 	out := *runs[0].Summary.caseNamed(name)
 	out.Calls, out.Errors, out.CallsPerSec, out.BytesPerSec, out.OfferedPerSec = 0, 0, 0, 0, 0
 	out.ErrorsByCode, out.Routing, out.RatioToDirect = nil, nil, nil
 	// Rounds belong to one host's run: their spread says nothing about the merged figures.
 	out.Rounds, out.Spread, out.RatioSpread = nil, nil, nil
 	lat := load.NewHistogram()
-	allocs := 0.0
+	allocs, cpu := 0.0, 0.0
 	for i, r := range runs {
 		c := r.Summary.caseNamed(name)
 		out.Calls += c.Calls
@@ -262,6 +281,7 @@ func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.
 		out.BytesPerSec += c.BytesPerSec
 		out.OfferedPerSec += c.OfferedPerSec
 		allocs += c.AllocsPerCall * float64(c.Calls)
+		cpu += c.CPUusPerCall * float64(c.Calls)
 		for code, n := range c.ErrorsByCode {
 			if out.ErrorsByCode == nil {
 				out.ErrorsByCode = map[string]int64{}
@@ -274,6 +294,7 @@ func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.
 	}
 	if out.Calls > 0 {
 		out.AllocsPerCall = allocs / float64(out.Calls)
+		out.CPUusPerCall = cpu / float64(out.Calls)
 	}
 	out.Failed = tooManyErrors(out.Calls, out.Errors, runs[0].Summary.maxErrorRate())
 	out.Latency = result.LatencyOf(lat)
