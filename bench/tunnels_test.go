@@ -345,3 +345,22 @@ func TestMergeStalls(t *testing.T) {
 		t.Errorf("merge changed its input's stall: %+v", stalled.Stall)
 	}
 }
+
+// TestMergeReadsOlderSchemas: tunnelbench merge reads v2 and v1 summaries as it reads v3 ones.
+func TestMergeReadsOlderSchemas(t *testing.T) {
+	runs, err := ReadMergeInputs([]string{filepath.Join("testdata", "summary.json"), filepath.Join("testdata", "summary_v1.json"),
+		filepath.Join("testdata", "summary_tunnels.json")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schemas []string
+	for _, r := range runs {
+		schemas = append(schemas, r.Summary.Schema)
+	}
+	if !slices.Equal(schemas, []string{SummarySchemaV2, SummarySchemaV1, SummarySchema}) {
+		t.Errorf("schemas %q", schemas)
+	}
+	if _, err := ReadSummary(filepath.Join("testdata", "compare.golden.json")); err == nil || !strings.Contains(err.Error(), `want "`+SummarySchema+`"`) {
+		t.Errorf("a compare.json read as a summary: %v, want an error naming the schema", err)
+	}
+}
