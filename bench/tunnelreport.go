@@ -128,9 +128,7 @@ func writeTunnelSection(b *strings.Builder, s *Summary) {
 		"A cell says stalled when the tunnel stopped completing calls under that case's load (no figures; see the stalls above), " +
 		"FAILED when too many calls failed. The HTTP cases are this project's tunnel only and are not here.\n")
 	for _, f := range tunnelFigures {
-		fmt.Fprintf(b, "\n### %s\n\n", f.title)
-		b.WriteString("| tunnel | " + strings.Join(t.Columns, " | ") + " |\n")
-		b.WriteString("|---" + strings.Repeat("|--:", len(t.Columns)) + "|\n")
+		var rows []string
 		for _, row := range t.Rows {
 			if !f.baseline && t.Tunnels[row] == tunnels.Direct {
 				continue
@@ -139,8 +137,15 @@ func writeTunnelSection(b *strings.Builder, s *Summary) {
 			for i, col := range t.Columns {
 				cells[i] = sideCell(t.Case(row, col), f.cell)
 			}
-			fmt.Fprintf(b, "| %s | %s |\n", row, strings.Join(cells, " | "))
+			rows = append(rows, fmt.Sprintf("| %s | %s |\n", row, strings.Join(cells, " | ")))
 		}
+		if len(rows) == 0 {
+			continue // ratios of a run of the baseline alone
+		}
+		fmt.Fprintf(b, "\n### %s\n\n", f.title)
+		b.WriteString("| tunnel | " + strings.Join(t.Columns, " | ") + " |\n")
+		b.WriteString("|---" + strings.Repeat("|--:", len(t.Columns)) + "|\n")
+		b.WriteString(strings.Join(rows, ""))
 	}
 	writeIdleTable(b, s)
 }
