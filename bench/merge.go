@@ -75,7 +75,7 @@ func Merge(runs []MergeInput) (*Summary, error) {
 		}
 	}
 	first := runs[0].Summary
-	out := &Summary{Schema: SummarySchema, Env: first.Env, Settings: first.Settings}
+	out := &Summary{Schema: SummarySchema, Env: first.Env, Settings: first.Settings, Tunnels: mergeTunnels(runs)}
 	for _, r := range runs {
 		out.MergedFrom = append(out.MergedFrom, MergedRun{Dir: r.Dir, Env: r.Summary.Env, TimedS: timedSeconds(r.Summary)})
 		if r.Summary.Env.StartedAt.Before(out.Env.StartedAt) {
@@ -127,6 +127,9 @@ func sameRun(a, r MergeInput) error {
 	if k, x, y := otherFields(a.Summary, r.Summary); k != "" {
 		return differ(k, x, y)
 	}
+	if ta, tr := tunnelNames(a.Summary), tunnelNames(r.Summary); !slices.Equal(ta, tr) {
+		return differ("tunnels", strings.Join(ta, ","), strings.Join(tr, ","))
+	}
 	na, nr := caseNames(a.Summary), caseNames(r.Summary)
 	if onlyA, onlyR := missing(na, nr), missing(nr, na); len(onlyA)+len(onlyR) > 0 {
 		return fmt.Errorf("%s and %s are runs of different matrices: cases only in the first: %s; only in the second: %s", a.Dir, r.Dir, listSome(onlyA), listSome(onlyR))
@@ -169,7 +172,7 @@ func topFields(s *Summary) map[string]json.RawMessage {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil
 	}
-	for _, k := range []string{"schema", "env", "cases", "scale", "merged_from"} {
+	for _, k := range []string{"schema", "env", "cases", "scale", "merged_from", "tunnels"} {
 		delete(m, k)
 	}
 	return m
@@ -180,6 +183,14 @@ func quoted(s string) string {
 		return "(none)"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+func tunnelNames(s *Summary) []string {
+	names := make([]string, len(s.Tunnels))
+	for i, t := range s.Tunnels {
+		names[i] = t.Name
+	}
+	return names
 }
 
 func caseNames(s *Summary) []string {
@@ -246,6 +257,20 @@ func caseHistograms(r MergeInput) (map[string]*hdrhistogram.Histogram, error) {
 		out[c.Name] = h
 	}
 	return out, nil
+}
+
+// mergeTunnels lists the runs' tunnels (the same in every run) with their restarts summed; idle costs
+// are each host's own, measured apart, and stay in each run's report.
+func mergeTunnels(runs []MergeInput) []TunnelInfo {
+	var out []TunnelInfo
+	for i, t := range runs[0].Summary.Tunnels {
+		t.Idle, t.Restarts = nil, 0
+		for _, r := range runs {
+			t.Restarts += r.Summary.Tunnels[i].Restarts
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // mergeCase combines one case over every run. A case that stalled in any run is stalled in the merge:

@@ -344,6 +344,23 @@ func TestMergeStalls(t *testing.T) {
 	if stalled.Stall.DumpPath != "results/latest/stalls/x.goroutines.txt" {
 		t.Errorf("merge changed its input's stall: %+v", stalled.Stall)
 	}
+
+	// The tunnels of the runs must be the same; their idle costs (each host's) may differ.
+	runs = inputs(synthRuns(t))
+	for i, r := range runs {
+		r.Summary.Tunnels = []TunnelInfo{{Name: tunnels.Direct, Idle: &tunnels.IdleCost{Agents: 10, HeapBytesPerAgent: float64(1000 + i)}},
+			{Name: tunnels.Reuse, Restarts: i}}
+	}
+	if sum, err = Merge(runs); err != nil {
+		t.Fatal(err)
+	}
+	if got := sum.Tunnels; len(got) != 2 || got[0].Idle != nil || got[1].Restarts != 3 {
+		t.Errorf("merged tunnels %+v: want both, without idle costs, restarts summed", got)
+	}
+	runs[2].Summary.Tunnels = runs[2].Summary.Tunnels[:1]
+	if _, err := Merge(runs); err == nil || !strings.Contains(err.Error(), "tunnels direct,tunnel vs direct") {
+		t.Errorf("runs of other tunnels merged: %v", err)
+	}
 }
 
 // TestMergeReadsOlderSchemas: tunnelbench merge reads v2 and v1 summaries as it reads v3 ones.
