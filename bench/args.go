@@ -13,10 +13,14 @@ tunnelbench bench runs every case of the matrix twice or more: directly against 
 through the tunnel, in the same run, and reports each tunneled case as a ratio to its direct pair.
 It starts an in-process topology (kas and agents on loopback); nothing external is needed.
 
-Results: OUT/summary.json (schema tunnelbench/bench/v2) and OUT/report.md; with --compare also
+Results: OUT/summary.json (schema tunnelbench/bench/v3) and OUT/report.md; with --compare also
 OUT/compare.json. Failed calls never count as throughput: a case where more calls failed than
 --max-error-rate allows is marked FAILED, with its errors by code, and the run exits 1. So does a
 comparison that finds a regression, or that refuses runs measured differently (machine or settings).
+
+--tunnels all measures other reverse tunnels beside this one, on every case and against the same
+direct baseline. A tunnel that stops completing calls under a case's load is reported as stalled,
+with a goroutine dump in OUT/stalls/; the run goes on (a stall is a result, not a failure).
 
 A secured deployment (--target): --kas-ca-file (or --kas-tls), --kas-server-name, --tls-cert-file and
 --tls-key-file as agentk takes them, and --token-file holding a caller token of kas's
@@ -27,6 +31,9 @@ Usage: tunnelbench bench [flags]
 
 // DefaultOut is where tunnelbench bench writes its results without --out.
 var DefaultOut = filepath.Join("results", "latest")
+
+// StallDir is the directory, in the results directory, that receives the goroutine dumps of stalls.
+const StallDir = "stalls"
 
 // Args is tunnelbench bench's command line: the run's Config and where its results and metrics go.
 type Args struct {
@@ -57,6 +64,7 @@ func ParseArgs(args []string, stdout io.Writer) (Args, Plan, error) {
 	if err != nil {
 		return Args{}, Plan{}, cli.UsageError{Err: err}
 	}
+	plan.Options.Watchdog.DumpDir = filepath.Join(a.Out, StallDir)
 	return a, plan, nil
 }
 
@@ -65,6 +73,7 @@ func configFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.BoolVar(&cfg.Quick, "quick", cfg.Quick, "the headline cases only, shorter (under a minute on 2 cores)")
 	fs.StringVar(&cfg.Cases, "cases", cfg.Cases, "run only cases whose name matches this regular expression (direct pairs are kept)")
 	fs.StringVar(&cfg.Paths, "paths", cfg.Paths, PathsHelp())
+	fs.StringVar(&cfg.Tunnels, "tunnels", cfg.Tunnels, TunnelsHelp())
 	fs.StringVar(&cfg.Shapes, "shapes", cfg.Shapes, "comma-separated shapes such as unary-64B,unary-1MiB,server-stream-64KiB,bidi-1KiB,client-stream-1KiB,sleep")
 	fs.StringVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "comma-separated concurrency levels, for example 1,16,64")
 	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "warm-up per case (default 1s, 300ms with --quick)")

@@ -94,6 +94,9 @@ type CaseChange struct {
 	// Failed says that the case failed in the old or the new run (CaseResult.Failed, or errors in a v1
 	// run): its figures describe errors, so it is not judged.
 	OldFailed, NewFailed bool
+	// Stalled says that the case stalled in the old or the new run (CaseResult.Stall): it has no
+	// figures, so it is not judged.
+	OldStalled, NewStalled bool
 	// Regressed and Improved list the metrics whose ratio moved beyond the threshold and the spread.
 	Regressed, Improved []Metric
 }
@@ -111,8 +114,8 @@ type CaseChange struct {
 // must also have moved by more than its spread over rounds in either run (CaseChange.Spread): a change
 // the rounds of one run already span is not a change between runs.
 //
-// Nothing is judged when the runs measured differently (Comparison.Refused), and a case that failed in
-// either run is not judged either.
+// Nothing is judged when the runs measured differently (Comparison.Refused), and a case that failed or
+// stalled in either run is not judged either.
 func Compare(old, new *Summary) Comparison {
 	c := Comparison{Old: old.Env, New: new.Env, Noise: map[Metric]float64{}, Threshold: map[Metric]float64{}}
 	c.Refused, c.Warnings = comparability(old, new)
@@ -130,7 +133,8 @@ func Compare(old, new *Summary) Comparison {
 		}
 		seen[n.Name] = true
 		c.Cases = append(c.Cases, CaseChange{Name: n.Name, Direct: n.Path == string(PathDirect), Old: *o, New: *n,
-			Spread: maxSpread(*o, *n), OldFailed: failedIn(old, o), NewFailed: failedIn(new, n)})
+			Spread: maxSpread(*o, *n), OldFailed: failedIn(old, o), NewFailed: failedIn(new, n),
+			OldStalled: o.Stalled(), NewStalled: n.Stalled()})
 	}
 	for _, o := range old.Cases {
 		if !seen[o.Name] {
@@ -140,7 +144,7 @@ func Compare(old, new *Summary) Comparison {
 
 	moves := map[Metric][]float64{}
 	for _, cc := range c.Cases {
-		if !cc.Direct || cc.OldFailed || cc.NewFailed {
+		if !cc.Direct || !cc.judgeable() {
 			continue
 		}
 		c.NoiseCases++
@@ -158,7 +162,7 @@ func Compare(old, new *Summary) Comparison {
 	for i := range c.Cases {
 		cc := &c.Cases[i]
 		cc.Worsening = map[Metric]float64{}
-		if cc.Direct || cc.Old.RatioToDirect == nil || cc.New.RatioToDirect == nil || cc.OldFailed || cc.NewFailed {
+		if cc.Direct || cc.Old.RatioToDirect == nil || cc.New.RatioToDirect == nil || !cc.judgeable() {
 			continue
 		}
 		for _, m := range Metrics {
@@ -182,6 +186,12 @@ func Compare(old, new *Summary) Comparison {
 		}
 	}
 	return c
+}
+
+// judgeable says whether both runs have figures of the case that describe it: it neither failed nor
+// stalled in either.
+func (cc CaseChange) judgeable() bool {
+	return !cc.OldFailed && !cc.NewFailed && !cc.OldStalled && !cc.NewStalled
 }
 
 // Regressions lists the cases flagged as regressed.

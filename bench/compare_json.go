@@ -56,6 +56,7 @@ type compareFigures struct {
 	BytesPerSec   float64 `json:"bytes_per_s"`
 	Errors        int64   `json:"errors"`
 	Failed        bool    `json:"failed"`
+	Stalled       bool    `json:"stalled,omitempty"`
 	RatioToDirect *Ratio  `json:"ratio_to_direct"`
 }
 
@@ -91,7 +92,7 @@ func metricKeys(ms []Metric) []string {
 
 func figuresOf(c CaseResult, failed bool) compareFigures {
 	return compareFigures{P50us: c.Latency.P50, P99us: c.Latency.P99, CallsPerSec: c.CallsPerSec, BytesPerSec: c.BytesPerSec,
-		Errors: c.Errors, Failed: failed, RatioToDirect: c.RatioToDirect}
+		Errors: c.Errors, Failed: failed, Stalled: c.Stalled(), RatioToDirect: c.RatioToDirect}
 }
 
 func runOf(name string, e Env) compareRun {

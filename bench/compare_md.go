@@ -47,7 +47,20 @@ func (c Comparison) VerdictText() string {
 	if failed := c.failedNames(); len(failed) > 0 {
 		s += fmt.Sprintf(" Not judged, failed in a run: %s.", strings.Join(failed, ", "))
 	}
+	if stalled := c.stalledNames(); len(stalled) > 0 {
+		s += fmt.Sprintf(" Not judged, stalled in a run: %s.", strings.Join(stalled, ", "))
+	}
 	return s
+}
+
+func (c Comparison) stalledNames() []string {
+	var out []string
+	for _, cc := range c.Cases {
+		if (cc.OldStalled || cc.NewStalled) && !cc.OldFailed && !cc.NewFailed {
+			out = append(out, cc.Name)
+		}
+	}
+	return out
 }
 
 func (c Comparison) failedNames() []string {
@@ -186,6 +199,10 @@ func (c Comparison) verdict(cc CaseChange) string {
 		return "FAILED in the new run"
 	case cc.OldFailed:
 		return "failed in the old run"
+	case cc.NewStalled:
+		return "stalled in the new run"
+	case cc.OldStalled:
+		return "stalled in the old run"
 	case cc.Direct:
 		return "baseline"
 	case len(cc.Worsening) == 0:

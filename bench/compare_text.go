@@ -80,6 +80,10 @@ func (c Comparison) shortVerdict(cc CaseChange) string {
 		return "FAILED new"
 	case cc.OldFailed:
 		return "failed old"
+	case cc.NewStalled:
+		return "stalled new"
+	case cc.OldStalled:
+		return "stalled old"
 	case cc.Direct:
 		return "baseline"
 	case len(cc.Worsening) == 0:

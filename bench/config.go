@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/bench/tunnels"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
@@ -41,6 +43,9 @@ type Config struct {
 	Cases string
 	// Paths, Shapes and Concurrency replace the matrix's axes (--paths, --shapes, --concurrency).
 	Paths, Shapes, Concurrency string
+	// Tunnels lists the tunnels to measure side by side (--tunnels): "all", or bench/tunnels names
+	// separated by commas; empty means this project's modes (tunnels.Default). See Config.tunnels.
+	Tunnels string
 	// Warmup and Duration per case (--warmup, --duration): zero means DefaultWarmup and DefaultDuration.
 	Warmup, Duration time.Duration
 	// Rounds per case, 1 to MaxRounds (--rounds).
@@ -133,6 +138,13 @@ func (c Config) Plan() (Plan, error) {
 	} else if !c.TargetSecurity.IsZero() {
 		errs = append(errs, errTargetSecurity)
 	}
+	errs = append(errs, c.tunnels(&opts)...)
+	if err := opts.adapterProblem(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Target == "" && !c.Processes {
+		opts.IdleAgents = tunnels.DefaultIdleAgents
+	}
 	if len(errs) == 0 {
 		errs = append(errs, opts.matchProblem())
 	}
@@ -179,6 +191,48 @@ func (c Config) matrix(m *Matrix) []error {
 		m.Filter = re
 	}
 	return errs
+}
+
+// tunnels narrows the run to the tunnels that Tunnels lists. This project's tunnel is measured on the
+// matrix's paths (tunnel, tunnel-public, tunnel-2hop and the HTTP cases; tunnel-single-use for its
+// single-use mode), so a path stays when its tunnel is listed; every other tunnel listed (a peer, or
+// yours) becomes an adapter of the matrix, measured with the caller in its server's process, as the
+// tunnel path is. The direct baseline always stays. A path given with --paths whose tunnel is not
+// listed is a contradiction.
+func (c Config) tunnels(opts *Options) []error {
+	m := &opts.Matrix
+	list := tunnels.Default()
+	if c.Tunnels != "" {
+		var err error
+		if list, err = tunnels.ParseList(c.Tunnels); err != nil {
+			return []error{fmt.Errorf("--tunnels: %w", err)}
+		}
+	}
+	var errs []error
+	var paths []Path
+	for _, p := range m.Paths {
+		if p == PathDirect || slices.Contains(list, PathTunnelName(p)) {
+			paths = append(paths, p)
+		} else if c.Paths != "" {
+			errs = append(errs, fmt.Errorf("--paths %s measures the tunnel %s, which --tunnels does not list", p, PathTunnelName(p)))
+		}
+	}
+	m.Paths = paths
+	if !slices.Contains(list, tunnels.Reuse) {
+		opts.HTTPRate = 0
+	}
+	m.Adapters = nil
+	for _, name := range list {
+		if !isPathTunnel(name) {
+			m.Adapters = append(m.Adapters, name)
+		}
+	}
+	return errs
+}
+
+// isPathTunnel says whether a tunnel is measured on the matrix's paths rather than through its adapter.
+func isPathTunnel(name string) bool {
+	return name == tunnels.Direct || name == tunnels.Reuse || name == tunnels.SingleUse
 }
 
 // scaleSteps are the agent counts Scale lists, or def when it lists none.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
+	"github.com/tunnelbench/tunnelbench/bench/tunnels"
 )
 
 // Path is the way a case's calls reach the demo service.
@@ -69,11 +70,40 @@ type Case struct {
 	Spec        ShapeSpec
 	Concurrency int
 	Path        Path
+	// Adapter, when set, is the tunnel (a bench/tunnels adapter other than this project's) the case's
+	// calls go through; Path is then PathTunnel: the caller sits in the tunnel server's process, the
+	// one shape every peer has.
+	Adapter string
 }
 
-// Name is the case's stable name: shape-size/cN/path.
+// Name is the case's stable name: shape-size/cN/path, or shape-size/cN/adapter.
 func (c Case) Name() string {
-	return fmt.Sprintf("%s/c%d/%s", c.Spec, c.Concurrency, c.Path)
+	last := string(c.Path)
+	if c.Adapter != "" {
+		last = c.Adapter
+	}
+	return fmt.Sprintf("%s/c%d/%s", c.Spec, c.Concurrency, last)
+}
+
+// Tunnel is the --tunnels name of what the case measures.
+func (c Case) Tunnel() string {
+	if c.Adapter != "" {
+		return c.Adapter
+	}
+	return PathTunnelName(c.Path)
+}
+
+// PathTunnelName is the tunnel a path of this project's topology measures (a bench/tunnels name):
+// tunnel-single-use for that path, direct for the direct paths, tunnel (this project's tunnel as it
+// ships) for the others.
+func PathTunnelName(p Path) string {
+	switch p {
+	case PathDirect, PathHTTPDirect:
+		return tunnels.Direct
+	case PathTunnelSingleUse:
+		return tunnels.SingleUse
+	}
+	return tunnels.Reuse
 }
 
 // Group is the cases that share shape and concurrency: a direct baseline and its tunneled pairs.
@@ -81,13 +111,18 @@ type Group struct {
 	Spec        ShapeSpec
 	Concurrency int
 	Paths       []Path
+	// Adapters are the tunnels measured through bench/tunnels adapters, after the paths.
+	Adapters []string
 }
 
-// Cases lists the group's cases, direct first.
+// Cases lists the group's cases: direct first, then the other paths, then the adapters.
 func (g Group) Cases() []Case {
-	out := make([]Case, 0, len(g.Paths))
+	out := make([]Case, 0, len(g.Paths)+len(g.Adapters))
 	for _, p := range g.Paths {
 		out = append(out, Case{Spec: g.Spec, Concurrency: g.Concurrency, Path: p})
+	}
+	for _, a := range g.Adapters {
+		out = append(out, Case{Spec: g.Spec, Concurrency: g.Concurrency, Path: PathTunnel, Adapter: a})
 	}
 	return out
 }
@@ -103,6 +138,9 @@ type Matrix struct {
 	// NoDirect runs no direct baseline (a --target deployment whose service is not reachable directly):
 	// tunneled cases then have no ratio.
 	NoDirect bool
+	// Adapters are tunnels measured through bench/tunnels adapters (peers, or yours), each on every
+	// shape and concurrency, in turns with the paths and against the same direct baseline.
+	Adapters []string
 }
 
 // Groups expands the matrix into groups, in run order.
@@ -119,15 +157,21 @@ func (m Matrix) Groups() []Group {
 					g.Paths = append(g.Paths, p)
 				}
 			}
+			for _, a := range m.Adapters {
+				if m.Filter == nil || m.Filter.MatchString(Case{Spec: s, Concurrency: c, Path: PathTunnel, Adapter: a}.Name()) {
+					g.Adapters = append(g.Adapters, a)
+				}
+			}
+			tunneled := len(g.Paths) + len(g.Adapters)
 			direct := Case{Spec: s, Concurrency: c, Path: PathDirect}
-			wantDirect := len(g.Paths) > 0 || (m.Filter == nil || m.Filter.MatchString(direct.Name()))
-			if !wantDirect || !containsPath(m.Paths, PathDirect) && len(g.Paths) == 0 {
+			wantDirect := tunneled > 0 || (m.Filter == nil || m.Filter.MatchString(direct.Name()))
+			if !wantDirect || !containsPath(m.Paths, PathDirect) && tunneled == 0 {
 				continue
 			}
 			if !m.NoDirect {
 				g.Paths = append([]Path{PathDirect}, g.Paths...)
 			}
-			if len(g.Paths) > 0 {
+			if len(g.Paths)+len(g.Adapters) > 0 {
 				out = append(out, g)
 			}
 		}

@@ -75,7 +75,7 @@ func Merge(runs []MergeInput) (*Summary, error) {
 		}
 	}
 	first := runs[0].Summary
-	out := &Summary{Schema: SummarySchema, Env: first.Env, Settings: first.Settings}
+	out := &Summary{Schema: SummarySchema, Env: first.Env, Settings: first.Settings, Tunnels: mergeTunnels(runs)}
 	for _, r := range runs {
 		out.MergedFrom = append(out.MergedFrom, MergedRun{Dir: r.Dir, Env: r.Summary.Env, TimedS: timedSeconds(r.Summary)})
 		if r.Summary.Env.StartedAt.Before(out.Env.StartedAt) {
@@ -94,7 +94,7 @@ func Merge(runs []MergeInput) (*Summary, error) {
 		if c.Pair == "" {
 			continue
 		}
-		if d := out.caseNamed(c.Pair); d != nil {
+		if d := out.caseNamed(c.Pair); d != nil && !c.Stalled() && !d.Stalled() {
 			c.RatioToDirect = ratio(c, d)
 		}
 	}
@@ -126,6 +126,9 @@ func sameRun(a, r MergeInput) error {
 	}
 	if k, x, y := otherFields(a.Summary, r.Summary); k != "" {
 		return differ(k, x, y)
+	}
+	if ta, tr := tunnelNames(a.Summary), tunnelNames(r.Summary); !slices.Equal(ta, tr) {
+		return differ("tunnels", strings.Join(ta, ","), strings.Join(tr, ","))
 	}
 	na, nr := caseNames(a.Summary), caseNames(r.Summary)
 	if onlyA, onlyR := missing(na, nr), missing(nr, na); len(onlyA)+len(onlyR) > 0 {
@@ -169,7 +172,7 @@ func topFields(s *Summary) map[string]json.RawMessage {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil
 	}
-	for _, k := range []string{"schema", "env", "cases", "scale", "merged_from"} {
+	for _, k := range []string{"schema", "env", "cases", "scale", "merged_from", "tunnels"} {
 		delete(m, k)
 	}
 	return m
@@ -180,6 +183,14 @@ func quoted(s string) string {
 		return "(none)"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+func tunnelNames(s *Summary) []string {
+	names := make([]string, len(s.Tunnels))
+	for i, t := range s.Tunnels {
+		names[i] = t.Name
+	}
+	return names
 }
 
 func caseNames(s *Summary) []string {
@@ -230,6 +241,9 @@ func sameSummary(a, b *Summary) bool {
 func caseHistograms(r MergeInput) (map[string]*hdrhistogram.Histogram, error) {
 	out := make(map[string]*hdrhistogram.Histogram, len(r.Summary.Cases))
 	for _, c := range r.Summary.Cases {
+		if c.Stalled() {
+			continue // no figures, no histogram
+		}
 		if c.LatencyHDR == "" {
 			return nil, fmt.Errorf("%s: case %s has no latency histogram (latency_hdr): the run predates tunnelbench merge; run it again with this version", r.Dir, c.Name)
 		}
@@ -245,15 +259,45 @@ func caseHistograms(r MergeInput) (map[string]*hdrhistogram.Histogram, error) {
 	return out, nil
 }
 
-// mergeCase combines one case over every run.
+// mergeTunnels lists the runs' tunnels (the same in every run) with their restarts summed; idle costs
+// are each host's own, measured apart, and stay in each run's report.
+func mergeTunnels(runs []MergeInput) []TunnelInfo {
+	var out []TunnelInfo
+	for i, t := range runs[0].Summary.Tunnels {
+		t.Idle, t.Restarts = nil, 0
+		for _, r := range runs {
+			t.Restarts += r.Summary.Tunnels[i].Restarts
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// mergeCase combines one case over every run. A case that stalled in any run is stalled in the merge:
+// the figures of the others would describe only part of the load.
 func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.Histogram) (CaseResult, error) {
+	for _, r := range runs {
+		if c := r.Summary.caseNamed(name); c.Stalled() {
+			out := *c
+			out.Stall = new(*c.Stall)
+			if out.Stall.DumpPath != "" && !filepath.IsAbs(out.Stall.DumpPath) {
+				// Where the run's results went when it was gathered here.
+				dir := r.Dir
+				if filepath.Ext(dir) == ".json" {
+					dir = filepath.Dir(dir)
+				}
+				out.Stall.DumpPath = filepath.Join(dir, StallDir, filepath.Base(out.Stall.DumpPath))
+			}
+			return out, nil
+		}
+	}
 	out := *runs[0].Summary.caseNamed(name)
 	out.Calls, out.Errors, out.CallsPerSec, out.BytesPerSec, out.OfferedPerSec = 0, 0, 0, 0, 0
 	out.ErrorsByCode, out.Routing, out.RatioToDirect = nil, nil, nil
 	// Rounds belong to one host's run: their spread says nothing about the merged figures.
 	out.Rounds, out.Spread, out.RatioSpread = nil, nil, nil
 	lat := load.NewHistogram()
-	allocs := 0.0
+	allocs, cpu := 0.0, 0.0
 	for i, r := range runs {
 		c := r.Summary.caseNamed(name)
 		out.Calls += c.Calls
@@ -262,6 +306,7 @@ func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.
 		out.BytesPerSec += c.BytesPerSec
 		out.OfferedPerSec += c.OfferedPerSec
 		allocs += c.AllocsPerCall * float64(c.Calls)
+		cpu += c.CPUusPerCall * float64(c.Calls)
 		for code, n := range c.ErrorsByCode {
 			if out.ErrorsByCode == nil {
 				out.ErrorsByCode = map[string]int64{}
@@ -274,6 +319,7 @@ func mergeCase(name string, runs []MergeInput, hists []map[string]*hdrhistogram.
 	}
 	if out.Calls > 0 {
 		out.AllocsPerCall = allocs / float64(out.Calls)
+		out.CPUusPerCall = cpu / float64(out.Calls)
 	}
 	out.Failed = tooManyErrors(out.Calls, out.Errors, runs[0].Summary.maxErrorRate())
 	out.Latency = result.LatencyOf(lat)

@@ -3,6 +3,8 @@ package bench
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tunnelbench/tunnelbench/bench/tunnels"
 )
 
 // PathMeanings says what each path of bench measures, for --paths's help. TestPathsHelp (cmd/tunnelbench) fails when bench
@@ -22,6 +24,19 @@ func PathsHelp() string {
 	b.WriteString("comma-separated paths (default: all of them in process; direct, tunnel-public and tunnel-2hop\nwith --processes; direct and tunnel-public with --target). The paths:")
 	for _, p := range DefaultMatrix().Paths {
 		fmt.Fprintf(&b, "\n  %-18s %s", p, PathMeanings[p])
+	}
+	return b.String()
+}
+
+// TunnelsHelp is --tunnels's help: every registered tunnel and what it is.
+func TunnelsHelp() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "tunnels to measure side by side, each on every case against the same direct baseline: %s\n"+
+		"(this project's modes and every peer), or names separated by commas (default: %s).\n"+
+		"This project's tunnel runs on --paths; the others with the caller in their server's process, as on\n"+
+		"the tunnel path; direct is the baseline, which every run measures. The tunnels:", tunnels.AllList, strings.Join(tunnels.Default(), ","))
+	for _, r := range tunnels.Registered() {
+		fmt.Fprintf(&b, "\n  %-22s %s", r.Name, r.About)
 	}
 	return b.String()
 }

@@ -14,6 +14,10 @@ func WriteTable(w io.Writer, s *Summary) error {
 	fmt.Fprintln(tw, "\tp50\tp99\t\t\t\tp50\tcalls/s\tbytes/s\t\t")
 	fmt.Fprintln(tw, "case\tµs\tµs\tcalls/s\tMB/s\terrors\t×direct\t×direct\t×direct\tresult\t")
 	for _, c := range s.Cases {
+		if c.Stalled() {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t-\t-\t-\t%s\t\n", c.Name, resultCell(c))
+			continue
+		}
 		r := c.RatioToDirect
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.1f\t%d\t%s\t%s\t%s\t%s\t\n",
 			c.Name, c.Latency.P50, c.Latency.P99, c.CallsPerSec, c.BytesPerSec/1e6, c.Errors,
@@ -25,21 +29,28 @@ func WriteTable(w io.Writer, s *Summary) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	failures := s.Failures()
-	if len(failures) == 0 {
-		return nil
-	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%s\n", wrap(s.failedHeadline()+" Calls/s and MB/s count successful calls only.", TerminalWidth, ""))
-	for _, f := range failures {
-		fmt.Fprintf(&b, "  %s\n", f)
+	if failures := s.Failures(); len(failures) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", wrap(s.failedHeadline()+" Calls/s and MB/s count successful calls only.", TerminalWidth, ""))
+		for _, f := range failures {
+			fmt.Fprintf(&b, "  %s\n", f)
+		}
+	}
+	if stalls := s.Stalls(); len(stalls) > 0 {
+		fmt.Fprintf(&b, "\n%s\n", wrap(s.stalledHeadline(), TerminalWidth, ""))
+		for _, st := range stalls {
+			fmt.Fprintf(&b, "  %s\n", wrap(st, TerminalWidth-2, "    "))
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 func resultCell(c CaseResult) string {
-	if c.Failed {
+	switch {
+	case c.Stalled():
+		return "stalled"
+	case c.Failed:
 		return "FAILED"
 	}
 	return "ok"
@@ -91,12 +102,24 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 		}
 		b.WriteString("\n")
 	}
+	if stalls := s.Stalls(); len(stalls) > 0 {
+		fmt.Fprintf(&b, "**%s**\n\n", s.stalledHeadline())
+		for _, st := range stalls {
+			name, why, _ := strings.Cut(st, ": ")
+			fmt.Fprintf(&b, "- `%s`: %s\n", name, why)
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString("Ratios are tunnel ÷ direct, measured in the same run: for latency lower is better, for throughput higher is better. " +
 		"Spreads are (max − min) ÷ median over a case's rounds, of its figures and of its ratios to direct round by round.\n\n")
 	b.WriteString("## Cases\n\n")
 	b.WriteString("| case | result | p50 µs | p90 µs | p99 µs | p99.9 µs | calls/s | MB/s | allocs/call | errors | errors by code | routing p99 µs | p50 ×direct | p99 ×direct | calls/s ×direct | bytes/s ×direct | spread p50 / calls/s | ×direct spread p50 / calls/s |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range s.Cases {
+		if c.Stalled() {
+			fmt.Fprintf(&b, "| %s | %s |%s\n", c.Name, resultCell(c), strings.Repeat(" - |", 16))
+			continue
+		}
 		r := c.RatioToDirect
 		routing := "-"
 		if c.Routing != nil {
@@ -112,6 +135,7 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 			spreadCell(c.Spread), spreadCell(c.RatioSpread))
 	}
 	writeRoutingNote(&b, s)
+	writeTunnelSection(&b, s)
 	if len(s.Scale) > 0 {
 		b.WriteString("\n## Scale\n\n")
 		b.WriteString("| agents | tunnels | connect s | kas heap B/tunnel | kas goroutines/tunnel | agent heap B/tunnel | agent heap B/agent | routing p99 µs | calls | errors |\n")

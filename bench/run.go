@@ -4,17 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"os/exec"
+	"strings"
 	"time"
-
-	"github.com/tunnelbench/tunnelbench/core/rpc"
-
-	"google.golang.org/grpc/metadata"
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
 	"github.com/tunnelbench/tunnelbench/bench/load"
 	"github.com/tunnelbench/tunnelbench/bench/result"
+	"github.com/tunnelbench/tunnelbench/bench/tunnels"
 )
 
 // Run defaults.
@@ -50,6 +48,16 @@ type Options struct {
 	MaxErrorRate float64
 	// Quick is recorded in the summary: the run is the --quick one.
 	Quick bool
+	// IdleAgents, when positive, measures the idle cost of every tunnel the run measures (the direct
+	// baseline included) with this many agents, before the load (tunnels.DefaultIdleAgents in
+	// tunnelbench bench); zero skips it. Only an in-process topology measures it.
+	IdleAgents int
+	// IdleCommand, when set, measures each idle cost in a child process of its own (RunIdleCost), so
+	// that the run's process and what the tunnel leaves behind stay apart; nil measures in this process.
+	IdleCommand func(tunnel string, agents int) *exec.Cmd
+	// Watchdog watches every closed-loop turn: a tunnel that stops completing calls makes its case
+	// stalled, with a goroutine dump in Watchdog.DumpDir, and the run goes on (zero: its defaults).
+	Watchdog tunnels.Watchdog
 }
 
 // DefaultHTTPRate is the rate of the HTTP cases.
@@ -110,7 +118,35 @@ func (o Options) problems() []error {
 	if o.Topology.Target == "" && !o.Topology.TargetSecurity.IsZero() {
 		errs = append(errs, errTargetSecurity)
 	}
+	if o.IdleAgents < 0 || o.IdleAgents > tunnels.MaxAgents {
+		errs = append(errs, fmt.Errorf("idle agents must be between 0 and %d, got %d", tunnels.MaxAgents, o.IdleAgents))
+	}
+	if o.Watchdog.StallAfter < 0 || o.Watchdog.AbandonAfter < 0 {
+		errs = append(errs, fmt.Errorf("the stall watchdog's bounds must not be negative, got %v and %v", o.Watchdog.StallAfter, o.Watchdog.AbandonAfter))
+	}
+	if err := o.adapterProblem(); err != nil {
+		errs = append(errs, err)
+	}
 	return errs
+}
+
+// adapterProblem says why the matrix's adapters cannot run, or nil: each must be registered, and they
+// run in this process, beside an in-process topology.
+func (o Options) adapterProblem() error {
+	if len(o.Matrix.Adapters) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, a := range o.Matrix.Adapters {
+		if _, err := tunnels.Lookup(a); err != nil {
+			errs = append(errs, fmt.Errorf("--tunnels: %w", err))
+		}
+	}
+	if o.Topology.Target != "" || o.Topology.Processes {
+		errs = append(errs, fmt.Errorf("--tunnels %s: these tunnels run in this process, beside the in-process topology: not with --target or --processes",
+			strings.Join(o.Matrix.Adapters, ",")))
+	}
+	return errors.Join(errs...)
 }
 
 func roundsError(n int) error {
@@ -139,13 +175,42 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(started)}
 	sum.Env.Quick, sum.Env.Target = opts.Quick, opts.Topology.Target
 	defer func() { sum.Env.LoadAvgEnd = result.LoadAverage() }()
+	inProcess := opts.Topology.Target == "" && !opts.Topology.Processes
+	withHTTP := opts.HTTPRate > 0 && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel)))
+
+	total := 0
+	for _, g := range groups {
+		total += len(g.Paths) + len(g.Adapters)
+	}
+	if withHTTP {
+		total += 2
+	}
+	rounds := max(opts.Rounds, 1)
+	perCase := opts.Warmup + opts.Duration
+	progress := func(done int, what string) {
+		if opts.Progress != nil {
+			opts.Progress(Progress{Done: done, Total: total, Case: what, Left: time.Duration(total-done) * perCase})
+		}
+	}
+
+	var err error
+	if sum.Tunnels, err = describeTunnels(groups); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	// Idle costs first, while the process holds nothing else.
+	if opts.IdleAgents > 0 && inProcess {
+		if err := measureIdle(ctx, sum.Tunnels, opts, func(name string) { progress(0, "idle cost of "+name) }); err != nil {
+			return sum, err
+		}
+	}
+
 	opts.Topology.SingleUseAgent = opts.Topology.SingleUseAgent || opts.Matrix.NeedsSingleUseAgent()
 	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
 		opts.Topology.Kas = opts.Matrix.NeedsKas()
 	}
 	topo, err := StartTopology(ctx, opts.Topology)
 	if err != nil {
-		return nil, fmt.Errorf("start topology: %w", err)
+		return sum, fmt.Errorf("start topology: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -158,26 +223,21 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			defer opts.Metrics.Attach("kas", fmt.Sprint(i), g)()
 		}
 	}
+	adapters, err := startAdapters(ctx, opts.Matrix.Adapters, topo.cfg.MaxMessageSize)
+	if err != nil {
+		return sum, err
+	}
+	defer adapters.close()
+	defer func() { adapters.recordRestarts(sum.Tunnels) }()
 
-	total := 0
-	for _, g := range groups {
-		total += len(g.Paths)
-	}
-	withHTTP := opts.HTTPRate > 0 && topo.HTTPTunnel != "" && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel)))
-	if withHTTP {
-		total += 2
-	}
-	rounds := max(opts.Rounds, 1)
-	perCase := opts.Warmup + opts.Duration
+	env := &groupEnv{topo: topo, adapters: adapters, opts: opts, rounds: rounds, cpu: inProcess}
 	done := 0
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		if opts.Progress != nil {
-			opts.Progress(Progress{Done: done, Total: total, Case: groupName(g), Left: time.Duration(total-done) * perCase})
-		}
-		results, err := runGroup(ctx, topo, g, opts, rounds)
+		progress(done, groupName(g))
+		results, err := env.run(ctx, g)
 		if err != nil {
 			return sum, err
 		}
@@ -190,12 +250,10 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 			}
 			sum.Cases = append(sum.Cases, *res)
 		}
-		done += len(g.Paths)
+		done += len(g.Paths) + len(g.Adapters)
 	}
-	if withHTTP {
-		if opts.Progress != nil {
-			opts.Progress(Progress{Done: done, Total: total, Case: httpCaseName(opts.HTTPRate, "*"), Left: perCase * 2})
-		}
+	if withHTTP && topo.HTTPTunnel != "" {
+		progress(done, httpCaseName(opts.HTTPRate, "*"))
 		cases, err := runHTTPGroup(ctx, topo, opts, rounds)
 		if err != nil {
 			return sum, err
@@ -214,87 +272,14 @@ func groupName(g Group) string {
 }
 
 // pair makes direct the tunneled case c's pair: its ratios, over the whole case and round by round.
+// A stalled case, or a stalled pair, has no ratio: no figures to divide.
 func pair(c, direct *CaseResult) {
 	c.Pair = direct.Name
+	if c.Stalled() || direct.Stalled() {
+		return
+	}
 	c.RatioToDirect = ratio(c, direct)
 	c.RatioSpread = ratioSpread(c.Rounds, direct.Rounds)
-}
-
-// runGroup runs a group's paths in turns: warm-up for each, then rounds × (each path for its share of
-// the duration), so that pairs share the machine's conditions.
-func runGroup(ctx context.Context, topo *Topology, g Group, opts Options, rounds int) ([]*CaseResult, error) {
-	cases := g.Cases()
-	calls := make([]load.NewCall, len(cases))
-	for i, c := range cases {
-		nc, err := caseCall(topo, c, max(opts.AgentID, 1))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", c.Name(), err)
-		}
-		calls[i] = nc
-	}
-	if opts.Warmup > 0 {
-		for i := range cases {
-			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: opts.Warmup}
-			if _, err := gen.Run(ctx, calls[i]); err != nil {
-				return nil, err
-			}
-		}
-	}
-	merged := make([]*load.Result, len(cases))
-	perRound := make([][]RoundResult, len(cases))
-	routing := make([]*routingAcc, len(cases))
-	slice := opts.Duration / time.Duration(rounds)
-	for range rounds {
-		for i, c := range cases {
-			gen := load.ClosedLoop{Workers: g.Concurrency, Duration: slice}
-			if opts.Metrics != nil {
-				gen.Observer = opts.Metrics.Metrics.Observer(c.Name())
-			}
-			before := snapshotRouting(topo.Gatherers)
-			res, err := gen.Run(ctx, calls[i])
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", c.Name(), err)
-			}
-			if c.Path != PathDirect && len(topo.Gatherers) > 0 {
-				routing[i] = addRouting(routing[i], before, snapshotRouting(topo.Gatherers))
-			}
-			perRound[i] = append(perRound[i], roundOf(res))
-			if merged[i] == nil {
-				merged[i] = res
-			} else {
-				merged[i].Add(res)
-			}
-		}
-	}
-	out := make([]*CaseResult, len(cases))
-	for i, c := range cases {
-		out[i] = caseResult(c, "closed", merged[i], perRound[i], opts.MaxErrorRate)
-		if routing[i] != nil {
-			out[i].Routing = routing[i].finish()
-		}
-	}
-	return out, nil
-}
-
-// caseCall is the call factory of a case: its shape on its path.
-func caseCall(topo *Topology, c Case, agentID int64) (load.NewCall, error) {
-	switch c.Path {
-	case PathDirect:
-		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, topo.Direct, func(ctx context.Context) context.Context { return ctx }), nil
-	case PathTunnel, PathTunnelPublic, PathTunnel2Hop, PathTunnelSingleUse:
-		if c.Path == PathTunnelSingleUse {
-			agentID = topo.SingleUseAgentID()
-		}
-		md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(agentID, 10))
-		meta := func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) }
-		conn, err := topo.PathConn(c.Path)
-		if err != nil {
-			return nil, err
-		}
-		return load.NewShapeCall(c.Spec.Shape, c.Spec.Payload, conn, meta), nil
-	default:
-		return nil, fmt.Errorf("path %s is not available in this topology", c.Path)
-	}
 }
 
 // caseResult is a case's figures from its merged result and its rounds; failed calls count as calls and
@@ -303,6 +288,7 @@ func caseResult(c Case, mode string, r *load.Result, rounds []RoundResult, maxEr
 	cr := &CaseResult{
 		Name:          c.Name(),
 		Path:          string(c.Path),
+		Tunnel:        c.Tunnel(),
 		Shape:         string(c.Spec.Shape),
 		PayloadBytes:  c.Spec.Payload,
 		Concurrency:   c.Concurrency,

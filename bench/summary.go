@@ -9,12 +9,18 @@ import (
 
 // SummarySchema names the format of summary.json. Scripts depend on it: change it only with a new version.
 //
-// v2 changed the meaning of calls_per_s and bytes_per_s (successful calls only; v1 counted failed calls
-// too) and added settings, failed cases and rounds; ReadSummary still reads v1 (SummarySchemaV1).
-const SummarySchema = "tunnelbench/bench/v2"
+// v3 made the tunnel a dimension (--tunnels): each case names the tunnel it measured, the summary
+// lists the tunnels with their idle cost, a case may have stalled (stall, and then no figures), and
+// cases record CPU time per call. v2 changed the meaning of calls_per_s and bytes_per_s (successful
+// calls only; v1 counted failed calls too) and added settings, failed cases and rounds. ReadSummary
+// still reads v2 and v1.
+const SummarySchema = "tunnelbench/bench/v3"
 
-// SummarySchemaV1 is the first format, still read (results/baseline may hold one) but never written.
-const SummarySchemaV1 = "tunnelbench/bench/v1"
+// Earlier formats, still read (results/baseline may hold one) but never written.
+const (
+	SummarySchemaV2 = "tunnelbench/bench/v2"
+	SummarySchemaV1 = "tunnelbench/bench/v1"
+)
 
 // Summary is summary.json.
 type Summary struct {
@@ -27,6 +33,8 @@ type Summary struct {
 
 	// Settings are how the run measured; nil in a v1 summary, which did not record them.
 	Settings *Settings `json:"settings,omitempty"`
+	// Tunnels are the tunnels the run measured (--tunnels), the direct baseline first; absent before v3.
+	Tunnels []TunnelInfo `json:"tunnels,omitempty"`
 }
 
 // Env records what the run ran on (result.Env, which chaos summaries share).
@@ -90,7 +98,20 @@ type CaseResult struct {
 	Rounds      []RoundResult `json:"rounds,omitempty"`
 	Spread      *Spread       `json:"spread,omitempty"`
 	RatioSpread *Spread       `json:"ratio_spread,omitempty"`
+	// Tunnel is the tunnel the case measured (a --tunnels name; direct for the baseline); empty before
+	// v3. This project's tunnel is measured on several paths (tunnel, tunnel-public, tunnel-2hop).
+	Tunnel string `json:"tunnel,omitempty"`
+	// CPUusPerCall is this process's CPU time (user and system) during the timed run divided by the
+	// calls: caller, tunnel and agent together when they all run in this process, as AllocsPerCall;
+	// absent when part of the topology ran elsewhere (--processes, --target).
+	CPUusPerCall float64 `json:"cpu_us_per_call,omitempty"`
+	// Stall is set when the tunnel stopped completing calls during the case: the case is a result
+	// (stalled), not a failure, and has no figures (its numbers are zero and mean nothing).
+	Stall *StallResult `json:"stall,omitempty"`
 }
+
+// Stalled says that the case stalled: it has no figures.
+func (c *CaseResult) Stalled() bool { return c.Stall != nil }
 
 // RoundResult is one turn of a case.
 type RoundResult struct {
@@ -129,17 +150,19 @@ type ScaleResult struct {
 // WriteJSON writes s to dir/summary.json.
 func (s *Summary) WriteJSON(dir string) error { return summaryfile.Write(dir, s) }
 
-// ReadSummary reads dir/summary.json (or a file path) and checks its schema: the current one or v1.
+// ReadSummary reads dir/summary.json (or a file path) and checks its schema: the current one, v2 or v1.
 func ReadSummary(path string) (*Summary, error) {
 	var s Summary
 	err := summaryfile.Read(path, SummarySchema, &s)
-	if err != nil && summaryfile.Read(path, SummarySchemaV1, &s) == nil {
+	if err == nil {
 		return &s, nil
 	}
-	if err != nil {
-		return nil, err
+	for _, old := range []string{SummarySchemaV2, SummarySchemaV1} {
+		if summaryfile.Read(path, old, &s) == nil {
+			return &s, nil
+		}
 	}
-	return &s, nil
+	return nil, err
 }
 
 // Failures lists what failed in the run, one line each: the failed cases with their errors by code,

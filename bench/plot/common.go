@@ -85,9 +85,7 @@ var errNothingToDraw = errors.New("nothing to draw")
 // bars draws the series as groups of bars, one group per category, on a linear Y axis.
 func bars(c *Chart, names []string, ss []series) error {
 	categoryAxis(c.Plot, names)
-	// The plotting area is the chart less about 3 cm of axis; bars fill 70% of a category.
-	perCase := (c.Width - 3*vg.Centimeter) / vg.Length(len(names))
-	w := min(vg.Centimeter, perCase*0.7/vg.Length(len(ss)))
+	w := barWidth(c, len(names), len(ss))
 	for i, s := range ss {
 		vs := make(plotter.Values, len(s.values))
 		for j, v := range s.values {
@@ -101,12 +99,24 @@ func bars(c *Chart, names []string, ss []series) error {
 		}
 		b.Color = SeriesColor(i)
 		b.LineStyle.Width = 0
-		b.Offset = (vg.Length(i) - vg.Length(len(ss)-1)/2) * w
+		b.Offset = barOffset(i, len(ss), w)
 		c.Add(b)
 		c.Legend.Add(s.name, b)
 	}
 	headroom(c)
 	return nil
+}
+
+// barWidth is the width of each of n series' bars over categories: the plotting area is the chart
+// less about 3 cm of axis, and bars fill 70% of a category.
+func barWidth(c *Chart, categories, n int) vg.Length {
+	perCase := (c.Width - 3*vg.Centimeter) / vg.Length(categories)
+	return min(vg.Centimeter, perCase*0.7/vg.Length(n))
+}
+
+// barOffset is how far series i's bars sit from their category's centre.
+func barOffset(i, n int, w vg.Length) vg.Length {
+	return (vg.Length(i) - vg.Length(n-1)/2) * w
 }
 
 // lines draws each series against xs, with markers, on a log X axis when xs spans a factor of 10 or

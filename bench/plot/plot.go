@@ -55,6 +55,8 @@ type Chart struct {
 var Figures = []Figure{
 	{Name: "latency", Make: Latency},
 	{Name: "ratio", Make: Ratios},
+	{Name: "tunnels-p50", Make: TunnelsP50},
+	{Name: "tunnels-calls", Make: TunnelsCalls},
 	{Name: "routing", Make: Routing},
 	{Name: "routing-histogram", Make: RoutingHistogramOf},
 	{Name: "scale-heap", Make: ScaleHeap},

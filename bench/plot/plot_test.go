@@ -32,9 +32,33 @@ func testSummary(t *testing.T) *bench.Summary {
 	return s
 }
 
+// tunnelsSummary is the bench package's fixture of a --tunnels all run: every tunnel on two cases, a
+// stalled case, a failed one, idle costs.
+func tunnelsSummary(t *testing.T) *bench.Summary {
+	t.Helper()
+	s, err := bench.ReadSummary(filepath.Join("..", "testdata", "summary_tunnels.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// tunnelFigures are the charts of the tunnel dimension (schema v3), which the v2 fixture has nothing for.
+var tunnelFigures = map[string]bool{"tunnels-p50": true, "tunnels-calls": true}
+
+// fixtureFor is the fixture a chart is drawn from in the tests: the --tunnels one for the tunnel charts.
+func fixtureFor(t *testing.T, fig Figure) *bench.Summary {
+	if tunnelFigures[fig.Name] {
+		return tunnelsSummary(t)
+	}
+	return testSummary(t)
+}
+
 var titles = map[string]string{
 	"latency":          "Latency per case",
 	"ratio":            "Tunnel ÷ direct, same run",
+	"tunnels-p50":      "p50 latency ÷ direct by tunnel, same run",
+	"tunnels-calls":    "calls/s ÷ direct by tunnel, same run",
 	"routing":          "Routing duration per case",
 	"scale-heap":       "Heap per tunnel",
 	"scale-goroutines": "kas goroutines per tunnel",
@@ -60,9 +84,9 @@ func render(t *testing.T, fig Figure, s *bench.Summary, f Format) []byte {
 // TestGoldenSVG: gonum's SVG output is deterministic (checked by drawing twice), so every chart of the
 // fixture is compared byte for byte with testdata/NAME.golden.svg.
 func TestGoldenSVG(t *testing.T) {
-	s := testSummary(t)
 	for _, fig := range Figures {
 		t.Run(fig.Name, func(t *testing.T) {
+			s := fixtureFor(t, fig)
 			got := render(t, fig, s, SVG)
 			if again := render(t, fig, s, SVG); !bytes.Equal(got, again) {
 				t.Fatal("two drawings of the same summary differ: SVG output is not deterministic")
@@ -81,11 +105,23 @@ func TestWriteAll(t *testing.T) {
 	}
 	var want []string
 	for _, fig := range Figures {
-		want = append(want, filepath.Join(dir, fig.Name+".svg"))
+		if !tunnelFigures[fig.Name] {
+			want = append(want, filepath.Join(dir, fig.Name+".svg"))
+		}
 	}
 	if !slices.Equal(files, want) {
-		t.Fatalf("wrote %v, want %v", files, want)
+		t.Fatalf("wrote %v, want %v (no tunnel charts for a summary without tunnels)", files, want)
 	}
+	tunnelFiles, err := WriteAll(filepath.Join(t.TempDir(), "plots"), tunnelsSummary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range tunnelFigures {
+		if !slices.ContainsFunc(tunnelFiles, func(f string) bool { return filepath.Base(f) == name+".svg" }) {
+			t.Errorf("the --tunnels fixture did not get %s.svg: %v", name, tunnelFiles)
+		}
+	}
+	files = append(files, tunnelFiles...)
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

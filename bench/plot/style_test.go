@@ -77,6 +77,9 @@ func TestEverySeriesOwnColour(t *testing.T) {
 		"scale-heap":        2, // kas, agents
 		"scale-goroutines":  1,
 		"scale-connect":     1,
+		// tunnel, tunnel-public, tunnel-2hop, tunnel-single-use and three peers.
+		"tunnels-p50":   7,
+		"tunnels-calls": 7,
 	}
 	for _, fig := range Figures {
 		t.Run(fig.Name, func(t *testing.T) {
@@ -84,7 +87,11 @@ func TestEverySeriesOwnColour(t *testing.T) {
 			if !ok {
 				t.Fatalf("no series count for %s: add it here", fig.Name)
 			}
-			got := seriesColours(render(t, fig, s, SVG))
+			fs := s
+			if tunnelFigures[fig.Name] {
+				fs = tunnelsSummary(t)
+			}
+			got := seriesColours(render(t, fig, fs, SVG))
 			if len(got) != want {
 				t.Errorf("%d series colours %v, want %d (one per series)", len(got), got, want)
 			}
@@ -100,9 +107,8 @@ func TestSVGFontFallback(t *testing.T) {
 	if !strings.HasSuffix(SVGFontFamily, ", sans-serif") {
 		t.Fatalf("SVGFontFamily %q does not end in the generic family", SVGFontFamily)
 	}
-	s := testSummary(t)
 	for _, fig := range Figures {
-		svg := render(t, fig, s, SVG)
+		svg := render(t, fig, fixtureFor(t, fig), SVG)
 		families := svgFontFamilies.FindAllSubmatch(svg, -1)
 		if len(families) == 0 {
 			t.Errorf("%s: no font-family", fig.Name)

@@ -27,6 +27,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("create %s: %w", *out, err)
 	}
 	plan.Options.Progress = progressPrinter(stderr)
+	plan.Options.IdleCommand = idleCommand()
 	if *metricsListen != "" {
 		ms, err := bench.StartMetricsServer(*metricsListen)
 		if err != nil {

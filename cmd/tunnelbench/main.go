@@ -56,6 +56,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return agentk.Main(ctx, args[1:], stdout, stderr)
 	case "scale-agents":
 		return runScaleAgents(ctx, args[1:], stdout)
+	case "idle-cost":
+		return runIdleCost(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":
 		return runHelp(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":

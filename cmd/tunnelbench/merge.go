@@ -21,7 +21,7 @@ one report: per case, the latency percentiles of every host's calls together (hi
 averaged), calls, errors and throughputs summed. It refuses runs of different matrices or settings and
 summaries without latency histograms (written before merge existed), with the reason.
 
-Results: OUT/summary.json (schema tunnelbench/bench/v2, listing the runs in merged_from), OUT/report.md
+Results: OUT/summary.json (schema tunnelbench/bench/v3, listing the runs in merged_from), OUT/report.md
 and OUT/plots/, as bench writes them.
 
 Usage: tunnelbench merge [--out DIR] RUN RUN...   (RUN: a bench results directory or its summary.json)
