@@ -165,6 +165,31 @@ func (o Options) matchProblem() error {
 	return fmt.Errorf("no case matches --cases %q", cases)
 }
 
+// caseCount is how many cases the run makes, for its progress.
+func caseCount(groups []Group, withHTTP bool) int {
+	total := 0
+	for _, g := range groups {
+		total += len(g.Paths) + len(g.Adapters)
+	}
+	if withHTTP {
+		total += 2
+	}
+	return total
+}
+
+// addGroup adds a group's results to sum, each tunneled case paired with the group's direct one.
+func addGroup(sum *Summary, results []*CaseResult) {
+	var direct *CaseResult
+	for _, res := range results {
+		if res.Path == string(PathDirect) {
+			direct = res
+		} else if direct != nil {
+			pair(res, direct)
+		}
+		sum.Cases = append(sum.Cases, *res)
+	}
+}
+
 // Run runs the matrix on an in-process topology and returns the summary.
 func Run(ctx context.Context, opts Options) (*Summary, error) {
 	if err := opts.Validate(); err != nil {
@@ -178,13 +203,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	inProcess := opts.Topology.Target == "" && !opts.Topology.Processes
 	withHTTP := opts.HTTPRate > 0 && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel)))
 
-	total := 0
-	for _, g := range groups {
-		total += len(g.Paths) + len(g.Adapters)
-	}
-	if withHTTP {
-		total += 2
-	}
+	total := caseCount(groups, withHTTP)
 	rounds := max(opts.Rounds, 1)
 	perCase := opts.Warmup + opts.Duration
 	progress := func(done int, what string) {
@@ -241,15 +260,7 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		if err != nil {
 			return sum, err
 		}
-		var direct *CaseResult
-		for _, res := range results {
-			if res.Path == string(PathDirect) {
-				direct = res
-			} else if direct != nil {
-				pair(res, direct)
-			}
-			sum.Cases = append(sum.Cases, *res)
-		}
+		addGroup(sum, results)
 		done += len(g.Paths) + len(g.Adapters)
 	}
 	if withHTTP && topo.HTTPTunnel != "" {
