@@ -32,8 +32,8 @@ import (
 // reading, which it does not. RunCase reports that as a stall. Close then ends every goroutine but
 // remotedialer's own agent-side copy of each stalled connection: its session's end does not wake that
 // write, and nothing outside the library can (see remotedialerLeak). Its connections also keep their
-// error and deadlines without a lock, so the race detector reports races inside it; the tests check it
-// without -race.
+// error and deadlines without a lock, so the race detector reports races inside it; make test checks it
+// without -race (test-racy-peers).
 //
 // Its newest versions (v0.5.2 and later tags) need Go 1.26.10 or 1.27; this is the newest build that
 // declares a Go this project builds with (go.mod pins the pseudo-version).
