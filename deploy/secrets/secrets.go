@@ -8,17 +8,14 @@
 package secrets
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tunnelbench/tunnelbench/internal/pki"
 )
 
 // Files the kustomization's secretGenerator reads, in Options.Dir.
@@ -138,47 +135,12 @@ func Generate(o Options) ([]string, error) {
 
 // contents makes every file in memory, so that a failure writes nothing.
 func (o Options) contents() (map[string][]byte, error) {
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("tunnelbench "+o.Namespace+" CA", o.Validity)
 	if err != nil {
 		return nil, err
 	}
-	// A nil SerialNumber: x509 picks a random one.
-	caTmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "tunnelbench " + o.Namespace + " CA"},
-		NotBefore:             now.Add(-time.Hour), // clocks of the nodes may be a little behind
-		NotAfter:              now.Add(o.Validity),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		MaxPathLenZero:        true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	kasKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	kasTmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: o.KasService},
-		NotBefore:   now.Add(-time.Hour),
-		NotAfter:    now.Add(o.Validity),
-		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:    o.KasNames(),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-	}
-	kasDER, err := x509.CreateCertificate(rand.Reader, kasTmpl, ca, &kasKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(kasKey)
+	kasCert, kasKey, _, err := ca.Issue(pki.Leaf{CN: o.KasService, Usage: x509.ExtKeyUsageServerAuth,
+		DNSNames: o.KasNames(), IPs: pki.Loopback, Validity: o.Validity})
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +148,9 @@ func (o Options) contents() (map[string][]byte, error) {
 	// line, a Redis config line and a shell word as it is.
 	agentToken, callerToken := rand.Text(), rand.Text()
 	return map[string][]byte{
-		CACert:        pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		KasCert:       pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: kasDER}),
-		KasKey:        pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		CACert:        ca.CertPEM,
+		KasCert:       kasCert,
+		KasKey:        kasKey,
 		AgentTokens:   fmt.Appendf(nil, "# agent id = agent token (agentk's %s)\n%d=%s\n", AgentToken, o.AgentID, agentToken),
 		CallerTokens:  fmt.Appendf(nil, "# agent ids = caller token (tunnelbench's %s): every agent\n*=%s\n", CallerToken, callerToken),
 		AgentToken:    []byte(agentToken + "\n"),
