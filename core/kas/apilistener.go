@@ -13,6 +13,10 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 )
 
+// PublicStreamWindow is the flow-control window of each call on the public API: the request bytes a
+// caller can send before kas reads them (a call waiting for a tunnel is not read). One 1 MiB message fits.
+const PublicStreamWindow = 1 << 20
+
 // newAPIServer is the public API's server, where callers route calls to agents, and the in-process
 // connection for callers in kas's own process (the HTTP listener, an embedding harness). Both pass
 // through the same interceptors, metrics and message size limit, the public API adds caller
@@ -37,6 +41,11 @@ func (s *Server) newAPIServer(router *routing.Router, creds credentials.Transpor
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Limits.IdleConnectionTimeout}),
 		grpc.ConnectionTimeout(connectionHandshakeTimeout),
 		grpc.ChainStreamInterceptor(public...),
+		// Fixed windows turn off gRPC's bandwidth-delay probing, a PING and its ACK for nearly every
+		// call's data (two of the seven writes of a small call through kas), and bound what one waiting
+		// call can make kas buffer to PublicStreamWindow, where probing could grow it to 16 MiB.
+		grpc.StaticStreamWindowSize(PublicStreamWindow),
+		grpc.StaticConnWindowSize(grpctool.ConnectionWindow),
 	}
 	internal := grpctool.NewInProcessConn(grpctool.ChainStreamHandler(router.RouteStream, shared...))
 	return grpc.NewServer(withCreds(creds, opts)...), internal
