@@ -297,6 +297,9 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 			return endExit
 		}
 		if !next {
+			if tc.reuse && endedForShutdown(stream) {
+				return endShutdown
+			}
 			return endClean
 		}
 	}
@@ -305,6 +308,17 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 // acceptedAfter: kas refuses a tunnel (token, limits, descriptor) as soon as it reads it, so a tunnel
 // that stayed open this long, or took a call, was accepted: the agent is connected again.
 const acceptedAfter = time.Second
+
+// endedForShutdown reports whether kas ended a reusable tunnel that could not take another call because
+// kas is shutting down: kas may end a tunnel before the call_end of its last call went out (see
+// registry.CallEndDelay). Such a tunnel has ended or was cancelled, so Recv returns at once (and makes
+// the trailer safe to read).
+func endedForShutdown(stream rpc.ReverseTunnel_ConnectClient) bool {
+	if _, err := stream.Recv(); err == nil {
+		return false
+	}
+	return endReason(stream) == rpc.EndReasonShutdown
+}
 
 // kasOffersReuse reports whether kas accepted the tunnel as reusable (rpc.TunnelReuseHeaderKey).
 func kasOffersReuse(stream rpc.ReverseTunnel_ConnectClient) bool {

@@ -352,7 +352,11 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 		})
 	}
 	// detachForGood above waited for a request frame being sent: call_end comes after every frame.
-	if err := t.send(callEndMsg(why)); err != nil {
+	if why == nil {
+		// The call completed: the agent learns nothing from kas's end but that the tunnel is free, which
+		// can share a write with the tunnel's next call.
+		t.holdCallEnd()
+	} else if err := t.send(callEndMsg(why)); err != nil {
 		r.finish(t, nil, "")
 		return
 	}
