@@ -20,6 +20,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 )
 
 // Pool defaults.
@@ -45,7 +46,15 @@ const (
 	DefaultMaxMessageSize = 4 << 20
 	// tunnelOverhead is room for the envelope around a proxied message on the tunnel.
 	tunnelOverhead = 64 << 10
+	// DefaultConnectLogInterval: see reconnect.DefaultLogInterval.
+	DefaultConnectLogInterval = reconnect.DefaultLogInterval
 )
+
+// Backoff is how long an agent waits before it reconnects after a real error: see reconnect.Backoff.
+type Backoff = reconnect.Backoff
+
+// DefaultBackoff: see reconnect.DefaultBackoff.
+var DefaultBackoff = reconnect.DefaultBackoff
 
 // Config configures an Agent. Zero values mean the defaults above.
 type Config struct {
@@ -133,16 +142,8 @@ func (c *Config) applyDefaults() error {
 	}
 	if c.Backoff == (Backoff{}) {
 		c.Backoff = DefaultBackoff
-	} else {
-		if c.Backoff.Initial <= 0 || c.Backoff.Max < c.Backoff.Initial {
-			errs = append(errs, fmt.Errorf("backoff needs 0 < initial (%s) <= max (%s)", c.Backoff.Initial, c.Backoff.Max))
-		}
-		if c.Backoff.Factor < 1 {
-			errs = append(errs, fmt.Errorf("backoff factor must be at least 1, got %g", c.Backoff.Factor))
-		}
-		if c.Backoff.Jitter < 0 || c.Backoff.Jitter > 1 {
-			errs = append(errs, fmt.Errorf("backoff jitter must be within [0, 1], got %g", c.Backoff.Jitter))
-		}
+	} else if err := c.Backoff.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ShutdownReconnectJitter == 0 {
 		c.ShutdownReconnectJitter = DefaultShutdownReconnectJitter

@@ -16,6 +16,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tracing"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/serverstream"
 )
 
 // serveCall serves the call kas sent through the tunnel: itself when the service is registered on the
@@ -106,7 +107,7 @@ type clientStream interface {
 func (a *Agent) answer(stream rpc.ReverseTunnel_ConnectClient, cs clientStream) {
 	hdr, err := cs.Header()
 	if err != nil {
-		_ = stream.Send(errorMsg(err))
+		_ = stream.Send(serverstream.ErrorMsg(err))
 		return
 	}
 	if stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Header{Header: &rpc.Header{Meta: rpc.MetaToValues(hdr)}}}) != nil {
@@ -120,7 +121,7 @@ func (a *Agent) answer(stream rpc.ReverseTunnel_ConnectClient, cs clientStream) 
 			if stream.Send(trailer) != nil || err == io.EOF {
 				return
 			}
-			_ = stream.Send(errorMsg(err))
+			_ = stream.Send(serverstream.ErrorMsg(err))
 			return
 		}
 		if stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: f.Data}}}) != nil {
@@ -132,14 +133,9 @@ func (a *Agent) answer(stream rpc.ReverseTunnel_ConnectClient, cs clientStream) 
 // failCall answers a call that failed before any header (descriptor -> error) and waits for kas to end
 // its side of the call.
 func (a *Agent) failCall(tc tunnelCall, err error) bool {
-	if tc.stream.Send(errorMsg(err)) != nil || tc.endOurs() != nil {
+	if tc.stream.Send(serverstream.ErrorMsg(err)) != nil || tc.endOurs() != nil {
 		tc.cancelStream()
 		return false
 	}
 	return tc.drainUntilEnd()
-}
-
-func errorMsg(err error) *rpc.ConnectRequest {
-	st := status.Convert(err).Proto()
-	return &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Error{Error: &rpc.Error{Status: st}}}
 }

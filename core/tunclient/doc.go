@@ -9,5 +9,10 @@
 // server is still available (Config.BufconnServer) and passes the same tests. Exposed upstreams are
 // real gRPC servers and get the call replayed on a client connection.
 //
+// Two parts are packages of their own: serverstream, the grpc.ServerStream a registered service gets
+// for a call served from the tunnel; reconnect, the backoff between reconnects and the rate-limited log
+// of why tunnels cannot connect. This package keeps what decides when a call starts and ends on a
+// tunnel, and the pool.
+//
 // It never abandons a call it has started: stopping the agent lets calls in flight finish.
 package tunclient

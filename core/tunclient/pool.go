@@ -12,6 +12,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 )
 
 // connState is where one pool goroutine is.
@@ -51,7 +52,7 @@ type pool struct {
 	// callOpts are the options of every tunnel stream, built once.
 	callOpts []grpc.CallOption
 	// connLog says, rate-limited, why tunnels cannot connect and when they retry.
-	connLog *connectLog
+	connLog *reconnect.Log
 
 	wg sync.WaitGroup
 }
@@ -96,7 +97,7 @@ func newPool(a *Agent) *pool {
 		hardCancel: cancel,
 		stopCh:     make(chan struct{}),
 		idle:       make(map[*conn]struct{}),
-		connLog:    newConnectLog(a.cfg.Log, a.cfg.connectLogInterval),
+		connLog:    reconnect.NewLog(a.cfg.Log, a.cfg.connectLogInterval),
 	}
 }
 
@@ -152,7 +153,7 @@ func (p *pool) shutdownWait() time.Duration {
 	defer p.mu.Unlock()
 	now := time.Now()
 	if !p.reconnectAt.After(now) {
-		p.reconnectAt = now.Add(upTo(p.cfg.ShutdownReconnectJitter))
+		p.reconnectAt = now.Add(reconnect.UpTo(p.cfg.ShutdownReconnectJitter))
 	}
 	return p.reconnectAt.Sub(now)
 }
@@ -181,14 +182,14 @@ const (
 
 func (p *pool) run() {
 	defer p.wg.Done()
-	b := newBackoffState(p.cfg.Backoff)
+	b := reconnect.NewState(p.cfg.Backoff)
 	c := &conn{state: connConnecting, fresh: true}
 	for {
 		end := p.serveTunnel(c)
 		if c.connected {
 			// The connection worked: a failure after it starts a new outage, not a longer one.
 			c.connected = false
-			b.reset()
+			b.Reset()
 		}
 		var wait time.Duration
 		switch end {
@@ -196,13 +197,13 @@ func (p *pool) run() {
 			p.exit(c)
 			return
 		case endClean:
-			b.reset()
+			b.Reset()
 		case endShutdown:
-			b.reset()
+			b.Reset()
 			wait = p.shutdownWait()
 		case endError:
-			wait = b.wait()
-			p.connLog.failed(c.err, wait)
+			wait = b.Wait()
+			p.connLog.Failed(c.err, wait)
 		}
 		if !p.pause(wait) {
 			p.exit(c)
@@ -262,9 +263,9 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		p.becomeIdle(c, stream)
 		if calls == 0 {
 			opened = time.Now()
-			if p.connLog.failing.Load() {
+			if p.connLog.Failing() {
 				// An idle tunnel hears nothing from kas: one that is not refused at once was accepted.
-				confirm := time.AfterFunc(acceptedAfter, p.connLog.connected)
+				confirm := time.AfterFunc(acceptedAfter, p.connLog.Connected)
 				defer confirm.Stop()
 			}
 		}
@@ -272,7 +273,7 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		if calls == 0 && (err == nil || time.Since(opened) >= acceptedAfter) {
 			c.connected = true
 			if err == nil {
-				p.connLog.connected() // not when it broke: that is no news of being back
+				p.connLog.Connected() // not when it broke: that is no news of being back
 			}
 		}
 		serve, withdrawn, exit := p.leaveIdle(c, err == nil && msg.GetRequestInfo() != nil)

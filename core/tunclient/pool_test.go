@@ -512,3 +512,16 @@ func TestStopCancelsACallInFlightWhenItsContextEnds(t *testing.T) {
 		t.Fatalf("after Stop: %d goroutines, %d tunnels opened, want 0 and 2", n, kas.count())
 	}
 }
+
+// A tunnel that kas accepted (here: it sent a message) resets the backoff: its failure waits the
+// initial backoff again, not the grown one (1000 s here).
+func TestBackoffResetsAfterAcceptedTunnel(t *testing.T) {
+	kas := &fakeKasConn{}
+	a := startPoolAgent(t, kas, Config{MinIdle: 1, Backoff: Backoff{Initial: time.Millisecond, Max: time.Hour, Factor: 1e6}})
+	waitSettled(t, a, Stats{Idle: 1}, 1)
+	kas.all()[0].end(status.Error(codes.Unavailable, "connection reset"), "")
+	waitFor(t, "the reconnect after the initial backoff", func() bool { return len(kas.idle()) == 1 && kas.count() == 2 })
+	// kas answers, then breaks the protocol: the agent was connected, the failure is a new one.
+	kas.all()[1].deliver(t, &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}})
+	waitFor(t, "the reconnect after the reset backoff", func() bool { return len(kas.idle()) == 1 && kas.count() == 3 })
+}

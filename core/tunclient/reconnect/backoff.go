@@ -1,6 +1,8 @@
-package tunclient
+package reconnect
 
 import (
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"time"
 )
@@ -19,19 +21,37 @@ type Backoff struct {
 // 60 s outage); a tunnel that connected starts again from 1 s.
 var DefaultBackoff = Backoff{Initial: time.Second, Max: 5 * time.Second, Factor: 1.6, Jitter: 0.2}
 
-type backoffState struct {
+// Validate reports every problem of b in one error, nil when there is none.
+func (b Backoff) Validate() error {
+	var errs []error
+	if b.Initial <= 0 || b.Max < b.Initial {
+		errs = append(errs, fmt.Errorf("backoff needs 0 < initial (%s) <= max (%s)", b.Initial, b.Max))
+	}
+	if b.Factor < 1 {
+		errs = append(errs, fmt.Errorf("backoff factor must be at least 1, got %g", b.Factor))
+	}
+	if b.Jitter < 0 || b.Jitter > 1 {
+		errs = append(errs, fmt.Errorf("backoff jitter must be within [0, 1], got %g", b.Jitter))
+	}
+	return errors.Join(errs...)
+}
+
+// State is the backoff of one tunnel's goroutine: the waits of one outage, growing.
+type State struct {
 	cfg  Backoff
 	next time.Duration
 }
 
-func newBackoffState(cfg Backoff) *backoffState {
-	return &backoffState{cfg: cfg, next: cfg.Initial}
+// NewState starts at cfg.Initial.
+func NewState(cfg Backoff) *State {
+	return &State{cfg: cfg, next: cfg.Initial}
 }
 
-func (b *backoffState) reset() { b.next = b.cfg.Initial }
+// Reset starts again from Initial: the tunnel connected, its next failure starts a new outage.
+func (b *State) Reset() { b.next = b.cfg.Initial }
 
-// wait returns the next wait and grows the one after it.
-func (b *backoffState) wait() time.Duration {
+// Wait returns the next wait and grows the one after it.
+func (b *State) Wait() time.Duration {
 	d := jittered(b.next, b.cfg.Jitter)
 	grown := time.Duration(float64(b.next) * b.cfg.Factor)
 	if grown > b.cfg.Max || grown <= 0 {
@@ -51,8 +71,8 @@ func jittered(d time.Duration, jitter float64) time.Duration {
 	return d - span + rand.N(2*span+1)
 }
 
-// upTo returns a uniformly random duration in [0, d), or 0 when d <= 0.
-func upTo(d time.Duration) time.Duration {
+// UpTo returns a uniformly random duration in [0, d), or 0 when d <= 0.
+func UpTo(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}

@@ -1,4 +1,4 @@
-package tunclient
+package reconnect
 
 import (
 	"log/slog"
@@ -11,15 +11,15 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// DefaultConnectLogInterval bounds how often an agent that cannot reach kas says so: the first failure
+// DefaultLogInterval bounds how often an agent that cannot reach kas says so: the first failure
 // of an outage, or one with a new reason, is logged at once, then at most one line per interval (each
 // counting the failures it stands for), however many tunnels retry.
-const DefaultConnectLogInterval = 30 * time.Second
+const DefaultLogInterval = 30 * time.Second
 
-// connectLog reports, at warning level and rate-limited, why the agent's tunnels cannot connect to kas
+// Log reports, at warning level and rate-limited, why the agent's tunnels cannot connect to kas
 // and when they retry, and once at info level when a tunnel connects again. Nothing it logs comes from
 // the agent's credentials: reasons are kas's statuses and gRPC's transport errors.
-type connectLog struct {
+type Log struct {
 	log      *slog.Logger
 	interval time.Duration
 	now      func() time.Time
@@ -36,12 +36,13 @@ type connectLog struct {
 	lastReason string
 }
 
-func newConnectLog(log *slog.Logger, interval time.Duration) *connectLog {
-	return &connectLog{log: log, interval: interval, now: time.Now}
+// NewLog logs to log, a line per interval at most while the agent cannot connect.
+func NewLog(log *slog.Logger, interval time.Duration) *Log {
+	return &Log{log: log, interval: interval, now: time.Now}
 }
 
-// failed records a tunnel that could not connect, or broke, and reconnects after retryIn.
-func (l *connectLog) failed(err error, retryIn time.Duration) {
+// Failed records a tunnel that could not connect, or broke, and reconnects after retryIn.
+func (l *Log) Failed(err error, retryIn time.Duration) {
 	reason := failureReason(err)
 	l.mu.Lock()
 	now := l.now()
@@ -65,8 +66,8 @@ func (l *connectLog) failed(err error, retryIn time.Duration) {
 	}
 }
 
-// connected records a tunnel that became idle; after failures it says that the agent is back.
-func (l *connectLog) connected() {
+// Connected records a tunnel that became idle; after failures it says that the agent is back.
+func (l *Log) Connected() {
 	if !l.failing.Load() {
 		return
 	}
@@ -82,6 +83,9 @@ func (l *connectLog) connected() {
 	l.mu.Unlock()
 	l.log.Info("connected to kas again", "after", outage.Round(time.Millisecond).String(), "failures", failures)
 }
+
+// Failing reports whether tunnels failed since one last connected.
+func (l *Log) Failing() bool { return l.failing.Load() }
 
 // failureReason says in a few words what a failed tunnel means for the person running the agent.
 func failureReason(err error) string {

@@ -1,4 +1,4 @@
-package tunclient
+package reconnect
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
 // syncBuffer is a log destination that several goroutines may write.
@@ -48,13 +46,13 @@ func (s *syncBuffer) lines(t *testing.T) []map[string]any {
 
 func TestConnectLogOncePerWindowWithReasonAndRetry(t *testing.T) {
 	var buf syncBuffer
-	l := newConnectLog(slog.New(slog.NewJSONHandler(&buf, nil)), 30*time.Second)
+	l := NewLog(slog.New(slog.NewJSONHandler(&buf, nil)), 30*time.Second)
 	now := time.Unix(1000, 0)
 	l.now = func() time.Time { return now }
 	refused := status.Error(codes.Unavailable, "connection error: desc = \"transport: Error while dialing: dial tcp 127.0.0.1:8150: connect: connection refused\"")
 
 	for range 5 { // an outage: many tunnels, many retries within the window
-		l.failed(refused, 1500*time.Millisecond)
+		l.Failed(refused, 1500*time.Millisecond)
 		now = now.Add(5 * time.Second)
 	}
 	lines := buf.lines(t)
@@ -67,25 +65,25 @@ func TestConnectLogOncePerWindowWithReasonAndRetry(t *testing.T) {
 		t.Fatalf("first line %v", first)
 	}
 	now = now.Add(5 * time.Second) // 30 s after the first line
-	l.failed(refused, 5*time.Second)
+	l.Failed(refused, 5*time.Second)
 	lines = buf.lines(t)
 	if len(lines) != 2 || lines[1]["failures"] != 5.0 || lines[1]["retry_in"] != "5s" {
 		t.Fatalf("the window's next line: %v, want the 5 failures since the last line", lines)
 	}
 	// A new reason is news: logged at once.
-	l.failed(status.Error(codes.Unauthenticated, "invalid agent token"), time.Second)
+	l.Failed(status.Error(codes.Unauthenticated, "invalid agent token"), time.Second)
 	lines = buf.lines(t)
 	if len(lines) != 3 || !strings.Contains(lines[2]["reason"].(string), "refused the agent token") {
 		t.Fatalf("new reason: %v", lines)
 	}
-	l.connected()
-	l.connected() // once
+	l.Connected()
+	l.Connected() // once
 	lines = buf.lines(t)
 	if len(lines) != 4 || lines[3]["level"] != "INFO" || lines[3]["msg"] != "connected to kas again" || lines[3]["failures"] != 7.0 || lines[3]["after"] != "30s" {
 		t.Fatalf("back: %v", lines)
 	}
 	// The next outage is logged at once.
-	l.failed(refused, time.Second)
+	l.Failed(refused, time.Second)
 	if lines = buf.lines(t); len(lines) != 5 {
 		t.Fatalf("next outage: %v", lines)
 	}
@@ -108,17 +106,4 @@ func TestFailureReasons(t *testing.T) {
 			t.Errorf("%v: reason %q, want %q", tc.err, got, tc.want)
 		}
 	}
-}
-
-// A tunnel that kas accepted (here: it sent a message) resets the backoff: its failure waits the
-// initial backoff again, not the grown one (1000 s here).
-func TestBackoffResetsAfterAcceptedTunnel(t *testing.T) {
-	kas := &fakeKasConn{}
-	a := startPoolAgent(t, kas, Config{MinIdle: 1, Backoff: Backoff{Initial: time.Millisecond, Max: time.Hour, Factor: 1e6}})
-	waitSettled(t, a, Stats{Idle: 1}, 1)
-	kas.all()[0].end(status.Error(codes.Unavailable, "connection reset"), "")
-	waitFor(t, "the reconnect after the initial backoff", func() bool { return len(kas.idle()) == 1 && kas.count() == 2 })
-	// kas answers, then breaks the protocol: the agent was connected, the failure is a new one.
-	kas.all()[1].deliver(t, &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}})
-	waitFor(t, "the reconnect after the reset backoff", func() bool { return len(kas.idle()) == 1 && kas.count() == 3 })
 }
