@@ -564,11 +564,12 @@ func (*CloseSend) Descriptor() ([]byte, []int) {
 
 // CallEnd ends one call on a reusable tunnel, in the direction it is sent: the sender sends nothing
 // more for that call. The agent sends it after its answer (trailer and error), or at once when kas
-// ended the call first; kas sends it once it has the agent's answer, or at once when the caller went
-// away, which tells the agent to cancel the call. The tunnel takes its next call only after both ends
-// sent theirs; whatever arrives for a call after its sender's CallEnd is a protocol violation, and what
-// the other side sends before its own CallEnd is dropped. An agent that does not send its CallEnd in
-// time (the drain timeout) loses the tunnel.
+// ended the call first; kas sends it once it has the agent's answer (holding it up to a millisecond,
+// so that under load it leaves in one write with the next call's request_info), or at once when the
+// caller went away, which tells the agent to cancel the call. The tunnel takes its next call only
+// after both ends sent theirs; whatever arrives for a call after its sender's CallEnd is a protocol
+// violation, and what the other side sends before its own CallEnd is dropped. An agent that does not
+// send its CallEnd in time (the drain timeout) loses the tunnel.
 type CallEnd struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// From kas only: why kas ended the call before the agent's answer was complete (the caller cancelled
