@@ -69,13 +69,6 @@ const (
 	PathHTTPTunnel Path = "http-tunnel"
 )
 
-// Progress is where a run is.
-type Progress struct {
-	Done, Total int
-	Case        string
-	Left        time.Duration
-}
-
 // Validate reports every problem of the options in one error; each names the tunnelbench bench flag
 // that sets what is wrong.
 func (o Options) Validate() error {
@@ -165,18 +158,6 @@ func (o Options) matchProblem() error {
 	return fmt.Errorf("no case matches --cases %q", cases)
 }
 
-// caseCount is how many cases the run makes, for its progress.
-func caseCount(groups []Group, withHTTP bool) int {
-	total := 0
-	for _, g := range groups {
-		total += len(g.Paths) + len(g.Adapters)
-	}
-	if withHTTP {
-		total += 2
-	}
-	return total
-}
-
 // addGroup adds a group's results to sum, each tunneled case paired with the group's direct one.
 func addGroup(sum *Summary, results []*CaseResult) {
 	var direct *CaseResult
@@ -196,46 +177,28 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	groups := opts.Matrix.Groups()
-	started := time.Now()
-	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(started)}
-	sum.Env.Quick, sum.Env.Target = opts.Quick, opts.Topology.Target
+	sum := newSummary(opts)
 	defer func() { sum.Env.LoadAvgEnd = result.LoadAverage() }()
-	inProcess := opts.Topology.Target == "" && !opts.Topology.Processes
 	withHTTP := opts.HTTPRate > 0 && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel)))
-
-	total := caseCount(groups, withHTTP)
-	rounds := max(opts.Rounds, 1)
-	perCase := opts.Warmup + opts.Duration
-	progress := func(done int, what string) {
-		if opts.Progress != nil {
-			opts.Progress(Progress{Done: done, Total: total, Case: what, Left: time.Duration(total-done) * perCase})
-		}
-	}
+	progress := newProgressReporter(opts, caseCount(groups, withHTTP))
 
 	var err error
 	if sum.Tunnels, err = describeTunnels(groups); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	// Idle costs first, while the process holds nothing else.
-	if opts.IdleAgents > 0 && inProcess {
-		if err := measureIdle(ctx, sum.Tunnels, opts, func(name string) { progress(0, "idle cost of "+name) }); err != nil {
+	if opts.IdleAgents > 0 && opts.inProcess() {
+		if err := measureIdle(ctx, sum.Tunnels, opts, func(name string) { progress.at(0, "idle cost of "+name) }); err != nil {
 			return sum, err
 		}
 	}
 
-	opts.Topology.SingleUseAgent = opts.Topology.SingleUseAgent || opts.Matrix.NeedsSingleUseAgent()
-	if opts.Topology.Kas < opts.Matrix.NeedsKas() {
-		opts.Topology.Kas = opts.Matrix.NeedsKas()
-	}
+	opts.Topology = opts.topologyConfig()
 	topo, err := StartTopology(ctx, opts.Topology)
 	if err != nil {
 		return sum, fmt.Errorf("start topology: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		topo.Close(cctx)
-	}()
+	defer closeTopology(topo)
 	sum.Settings = opts.settings(topo.cfg)
 	if opts.Metrics != nil {
 		for i, g := range topo.Gatherers {
@@ -249,33 +212,66 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	defer adapters.close()
 	defer func() { adapters.recordRestarts(sum.Tunnels) }()
 
-	env := &groupEnv{topo: topo, adapters: adapters, opts: opts, rounds: rounds, cpu: inProcess}
+	env := &groupEnv{topo: topo, adapters: adapters, opts: opts, rounds: max(opts.Rounds, 1), cpu: opts.inProcess()}
+	return sum, env.runAll(ctx, sum, groups, withHTTP, progress)
+}
+
+// newSummary is a run's summary before any case: its schema and the machine it runs on.
+func newSummary(opts Options) *Summary {
+	sum := &Summary{Schema: SummarySchema, Env: result.CollectEnv(time.Now())}
+	sum.Env.Quick, sum.Env.Target = opts.Quick, opts.Topology.Target
+	return sum
+}
+
+// inProcess says that the topology runs in this process, so that its CPU time and idle cost are the
+// tunnels'.
+func (o Options) inProcess() bool {
+	return o.Topology.Target == "" && !o.Topology.Processes
+}
+
+// topologyConfig is the topology the matrix needs: the single-use agent and as many kas as its paths ask
+// for, at least.
+func (o Options) topologyConfig() TopologyConfig {
+	t := o.Topology
+	t.SingleUseAgent = t.SingleUseAgent || o.Matrix.NeedsSingleUseAgent()
+	if t.Kas < o.Matrix.NeedsKas() {
+		t.Kas = o.Matrix.NeedsKas()
+	}
+	return t
+}
+
+// closeTopology stops the topology within a bound of its own: the run's context may be over already.
+func closeTopology(topo *Topology) {
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topo.Close(cctx)
+}
+
+// runAll runs every group, then the HTTP cases when asked and served, adding their results to sum.
+func (e *groupEnv) runAll(ctx context.Context, sum *Summary, groups []Group, withHTTP bool, progress progressReporter) error {
 	done := 0
 	for _, g := range groups {
 		if err := ctx.Err(); err != nil {
-			return sum, err
+			return err
 		}
-		progress(done, groupName(g))
-		results, err := env.run(ctx, g)
+		progress.at(done, groupName(g))
+		results, err := e.run(ctx, g)
 		if err != nil {
-			return sum, err
+			return err
 		}
 		addGroup(sum, results)
 		done += len(g.Paths) + len(g.Adapters)
 	}
-	if withHTTP && topo.HTTPTunnel != "" {
-		progress(done, httpCaseName(opts.HTTPRate, "*"))
-		cases, err := runHTTPGroup(ctx, topo, opts, rounds)
+	if withHTTP && e.topo.HTTPTunnel != "" {
+		progress.at(done, httpCaseName(e.opts.HTTPRate, "*"))
+		cases, err := runHTTPGroup(ctx, e.topo, e.opts, e.rounds)
 		if err != nil {
-			return sum, err
+			return err
 		}
 		sum.Cases = append(sum.Cases, cases...)
-		done += 2
 	}
-	if opts.Progress != nil {
-		opts.Progress(Progress{Done: total, Total: total})
-	}
-	return sum, nil
+	progress.finished()
+	return nil
 }
 
 func groupName(g Group) string {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
@@ -25,7 +26,7 @@ func (s *Server) newAPIServer(router *routing.Router, creds credentials.Transpor
 	limit := s.cfg.MaxMessageSize
 	shared := []grpc.StreamServerInterceptor{
 		metrics.RoutedStreamInterceptor(grpcMetrics),
-		messageSizeInterceptor(limit, s.limitHit),
+		limits.MessageSizeInterceptor(limit, s.rejections.Hit),
 	}
 	public := shared
 	if s.cfg.Callers != nil {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 
 	"google.golang.org/grpc"
@@ -175,7 +176,7 @@ func startBadFixture(t *testing.T) *badFixture {
 			c.PrivateAPISecret = secret
 			c.FindTimeout = badFindTimeout
 			c.UnservedGrace = badFindTimeout / 4
-			c.Limits = kas.Limits{
+			c.Limits = limits.Limits{
 				MaxTunnelsPerAgent:     badMaxTunnels,
 				MaxWaiting:             badMaxWaitingAll,
 				TunnelHandshakeTimeout: badHandshake,

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
@@ -64,7 +65,7 @@ func (h held) checkPer(t *testing.T, what string, since held, n, goroutines, byt
 
 func TestBudgetAgentToken(t *testing.T) {
 	e := testenv.Start(t, testenv.Options{Agents: -1})
-	limit := kas.DefaultLimits.MaxTunnelsPerAgent
+	limit := limits.Default.MaxTunnelsPerAgent
 	rc := badDial(t, e.Kas.Addrs().Agent)
 	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "authorization", badBearer(badRawAgent)), time.Minute)
 	defer cancel()
@@ -96,7 +97,7 @@ func TestBudgetCallerToken(t *testing.T) {
 		c.Dev, c.Callers = false, callers
 		c.FindTimeout = time.Minute
 	}})
-	limit := kas.DefaultLimits.MaxWaitingPerCaller
+	limit := limits.Default.MaxWaitingPerCaller
 	conn := badDial(t, e.Kas.Addrs().API)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

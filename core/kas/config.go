@@ -10,6 +10,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
 
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
@@ -102,8 +103,8 @@ type Config struct {
 	// Dev serves the public API and the HTTP listener without caller authentication. It is refused
 	// unless those listeners are on loopback.
 	Dev bool
-	// Limits bound what one agent or caller can make kas do; see DefaultLimits.
-	Limits Limits
+	// Limits bound what one agent or caller can make kas do; see limits.Default.
+	Limits limits.Limits
 
 	// GatewayTunnelReadyHook, when set, is called by the private API after tunnel_ready and before
 	// start_streaming, with a function that breaks the found tunnel: tests use it to make that race
@@ -185,12 +186,8 @@ func (c *Config) validate() error {
 	if c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "") {
 		errs = append(errs, errors.New("TLS needs a certificate file and a key file"))
 	}
-	if l := c.Limits; l.MaxTunnelsPerAgent < 0 || l.MaxWaitingPerAgent < 0 || l.TunnelRate < 0 || l.TunnelBurst < 0 || l.MaxHTTPBody < 0 || l.MaxDescriptorBytes < 0 || l.MaxHTTPHeaderBytes < 0 || l.HTTPReadHeaderTimeout < 0 ||
-		l.MaxWaiting < 0 || l.MaxWaitingPerCaller < 0 || l.MaxMetadataBytes < 0 || l.TunnelHandshakeTimeout < 0 || l.MaxConnections < 0 || l.IdleConnectionTimeout < 0 {
-		errs = append(errs, errors.New("limits must not be negative"))
-	}
-	if m, msg := c.Limits.MaxMetadataBytes, cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize); m > msg {
-		errs = append(errs, fmt.Errorf("the metadata limit (%d bytes) must not be larger than the message limit (%d bytes): a call's metadata travels to the agent in one tunnel message", m, msg))
+	if err := c.Limits.Validate(cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize)); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TrackerRefresh < 0 || c.UnregisterDelay < 0 {
 		errs = append(errs, errors.New("tracker refresh and unregister delay must not be negative"))
@@ -203,23 +200,7 @@ func (c *Config) validate() error {
 
 // withDefaults fills the zero values of a validated config with the defaults.
 func (c *Config) withDefaults() {
-	l, d := &c.Limits, DefaultLimits
-	if l.TunnelRate == 0 {
-		l.TunnelRate, l.TunnelBurst = d.TunnelRate, max(l.TunnelBurst, d.TunnelBurst)
-	}
-	l.MaxTunnelsPerAgent = cmp.Or(l.MaxTunnelsPerAgent, d.MaxTunnelsPerAgent)
-	l.MaxWaitingPerAgent = cmp.Or(l.MaxWaitingPerAgent, d.MaxWaitingPerAgent)
-	l.MaxWaiting = cmp.Or(l.MaxWaiting, d.MaxWaiting)
-	l.MaxWaitingPerCaller = cmp.Or(l.MaxWaitingPerCaller, d.MaxWaitingPerCaller)
-	l.MaxMetadataBytes = cmp.Or(l.MaxMetadataBytes, min(d.MaxMetadataBytes, cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize)))
-	l.TunnelHandshakeTimeout = cmp.Or(l.TunnelHandshakeTimeout, d.TunnelHandshakeTimeout)
-	l.MaxConnections = cmp.Or(l.MaxConnections, d.MaxConnections)
-	l.IdleConnectionTimeout = cmp.Or(l.IdleConnectionTimeout, d.IdleConnectionTimeout)
-	l.TunnelBurst = cmp.Or(l.TunnelBurst, d.TunnelBurst)
-	l.MaxHTTPBody = cmp.Or(l.MaxHTTPBody, d.MaxHTTPBody)
-	l.MaxDescriptorBytes = cmp.Or(l.MaxDescriptorBytes, d.MaxDescriptorBytes)
-	l.MaxHTTPHeaderBytes = cmp.Or(l.MaxHTTPHeaderBytes, d.MaxHTTPHeaderBytes)
-	l.HTTPReadHeaderTimeout = cmp.Or(l.HTTPReadHeaderTimeout, d.HTTPReadHeaderTimeout)
+	c.Limits = c.Limits.WithDefaults(cmp.Or(c.MaxMessageSize, DefaultMaxMessageSize))
 	if c.TrackerRefresh == 0 {
 		c.TrackerRefresh = tracker.DefaultRefreshPeriod
 		if c.Redis != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
@@ -61,20 +62,20 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	agentCA := fs.String("agent-ca-file", "", "PEM CA `FILE`: agents must present a client certificate signed by it (mutual TLS)")
 	peerCA := fs.String("peer-ca-file", "", "PEM CA `FILE` that verifies other replicas on grpcs:// private URLs (default: the system roots)")
 	tlsMetrics := fs.Bool("tls-metrics", false, "serve the metrics listener over TLS too")
-	fs.IntVar(&cfg.Limits.MaxTunnelsPerAgent, "max-tunnels-per-agent", DefaultLimits.MaxTunnelsPerAgent, "most tunnels one agent may hold on this kas; more are refused with ResourceExhausted")
-	fs.IntVar(&cfg.Limits.MaxWaitingPerAgent, "max-waiting-calls-per-agent", DefaultLimits.MaxWaitingPerAgent, "most calls that may wait for a tunnel to one agent; more fail at once with ResourceExhausted")
-	fs.IntVar(&cfg.Limits.MaxWaiting, "max-waiting-calls", DefaultLimits.MaxWaiting, "most calls that may wait for a tunnel on this kas, for any agent; more fail at once with ResourceExhausted")
-	fs.IntVar(&cfg.Limits.MaxWaitingPerCaller, "max-waiting-calls-per-caller", DefaultLimits.MaxWaitingPerCaller, "most calls of one caller token that may wait for a tunnel; more fail at once with ResourceExhausted")
-	fs.IntVar(&cfg.Limits.MaxMetadataBytes, "max-metadata-bytes", DefaultLimits.MaxMetadataBytes, "largest request metadata of a routed call in bytes (name + value + 32 per entry, as HTTP/2 counts); larger calls fail at once with ResourceExhausted")
-	fs.DurationVar(&cfg.Limits.TunnelHandshakeTimeout, "tunnel-handshake-timeout", DefaultLimits.TunnelHandshakeTimeout, "how long a new tunnel may take to send its descriptor before kas ends it")
-	fs.IntVar(&cfg.Limits.MaxConnections, "max-connections", DefaultLimits.MaxConnections, "most open connections of the HTTP and metrics listeners each; more wait to be accepted until one closes (gRPC listeners bound connections in time instead: 10 s to finish the handshake, --idle-connection-timeout without a stream)")
-	fs.DurationVar(&cfg.Limits.IdleConnectionTimeout, "idle-connection-timeout", DefaultLimits.IdleConnectionTimeout, "how long a connection may stay without a call or tunnel (public, private and agent API, HTTP) before kas closes it")
-	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", DefaultLimits.TunnelRate, "new tunnels per second one agent may open on average (a single-use agent opens one per call)")
-	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", DefaultLimits.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
-	fs.IntVar(&cfg.Limits.MaxDescriptorBytes, "max-descriptor-bytes", DefaultLimits.MaxDescriptorBytes, "largest descriptor (the first message of a tunnel, listing what the agent serves) in bytes")
-	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", DefaultLimits.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")
-	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", DefaultLimits.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
-	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", DefaultLimits.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
+	fs.IntVar(&cfg.Limits.MaxTunnelsPerAgent, "max-tunnels-per-agent", limits.Default.MaxTunnelsPerAgent, "most tunnels one agent may hold on this kas; more are refused with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxWaitingPerAgent, "max-waiting-calls-per-agent", limits.Default.MaxWaitingPerAgent, "most calls that may wait for a tunnel to one agent; more fail at once with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxWaiting, "max-waiting-calls", limits.Default.MaxWaiting, "most calls that may wait for a tunnel on this kas, for any agent; more fail at once with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxWaitingPerCaller, "max-waiting-calls-per-caller", limits.Default.MaxWaitingPerCaller, "most calls of one caller token that may wait for a tunnel; more fail at once with ResourceExhausted")
+	fs.IntVar(&cfg.Limits.MaxMetadataBytes, "max-metadata-bytes", limits.Default.MaxMetadataBytes, "largest request metadata of a routed call in bytes (name + value + 32 per entry, as HTTP/2 counts); larger calls fail at once with ResourceExhausted")
+	fs.DurationVar(&cfg.Limits.TunnelHandshakeTimeout, "tunnel-handshake-timeout", limits.Default.TunnelHandshakeTimeout, "how long a new tunnel may take to send its descriptor before kas ends it")
+	fs.IntVar(&cfg.Limits.MaxConnections, "max-connections", limits.Default.MaxConnections, "most open connections of the HTTP and metrics listeners each; more wait to be accepted until one closes (gRPC listeners bound connections in time instead: 10 s to finish the handshake, --idle-connection-timeout without a stream)")
+	fs.DurationVar(&cfg.Limits.IdleConnectionTimeout, "idle-connection-timeout", limits.Default.IdleConnectionTimeout, "how long a connection may stay without a call or tunnel (public, private and agent API, HTTP) before kas closes it")
+	fs.Float64Var(&cfg.Limits.TunnelRate, "max-tunnel-rate", limits.Default.TunnelRate, "new tunnels per second one agent may open on average (a single-use agent opens one per call)")
+	fs.IntVar(&cfg.Limits.TunnelBurst, "max-tunnel-burst", limits.Default.TunnelBurst, "new tunnels one agent may open at once above --max-tunnel-rate")
+	fs.IntVar(&cfg.Limits.MaxDescriptorBytes, "max-descriptor-bytes", limits.Default.MaxDescriptorBytes, "largest descriptor (the first message of a tunnel, listing what the agent serves) in bytes")
+	fs.Int64Var(&cfg.Limits.MaxHTTPBody, "max-http-body", limits.Default.MaxHTTPBody, "largest HTTP request body in bytes through the HTTP listener (413 above it)")
+	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", limits.Default.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
+	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", limits.Default.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
 	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", routing.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
 	fs.DurationVar(&cfg.UnservedGrace, "unserved-grace", registry.DefaultUnservedGrace, "how long a call waits when its agent is connected but none of its tunnels serve the method (an agent being upgraded may bring one), before it fails with Unimplemented (HTTP 502); 0 waits --tunnel-find-timeout")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 	"github.com/tunnelbench/tunnelbench/internal/testcerts"
 )
@@ -36,8 +37,8 @@ func TestParseArgs(t *testing.T) {
 	if cfg.FindTimeout.String() != "3s" || cfg.Authenticator == nil || cfg.AgentListen != kas.DefaultAgentListen || !cfg.Dev || cfg.Callers != nil || cfg.TLS != nil {
 		t.Fatalf("config %+v", cfg)
 	}
-	if cfg.Limits != kas.DefaultLimits {
-		t.Fatalf("limits %+v, want the defaults %+v", cfg.Limits, kas.DefaultLimits)
+	if cfg.Limits != limits.Default {
+		t.Fatalf("limits %+v, want the defaults %+v", cfg.Limits, limits.Default)
 	}
 
 	certs := testcerts.New(t)

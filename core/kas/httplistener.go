@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/tunnelbench/tunnelbench/core/httptunnel"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 )
@@ -15,13 +16,13 @@ func (s *Server) serveHTTPTunnel() {
 	if s.listeners.http == nil {
 		return
 	}
-	guard := &httpGuard{
-		next:      httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)),
-		callers:   s.cfg.Callers,
-		maxBody:   s.cfg.Limits.MaxHTTPBody,
-		maxHeader: s.cfg.Limits.MaxHTTPHeaderBytes,
-		onLimit:   s.limitHit,
-		refusals:  refusal.New(s.cfg.Log.With("listener", "HTTP"), 0),
+	guard := &limits.HTTPGuard{
+		Next:      httptunnel.NewHandler(s.internalConn, httptunnel.WithLogger(s.cfg.Log)),
+		Callers:   s.cfg.Callers,
+		MaxBody:   s.cfg.Limits.MaxHTTPBody,
+		MaxHeader: s.cfg.Limits.MaxHTTPHeaderBytes,
+		OnLimit:   s.rejections.Hit,
+		Refusals:  refusal.New(s.cfg.Log.With("listener", "HTTP"), 0),
 	}
 	s.httpTunnel = httptunnel.NewServer(guard, s.listeners.http.Addr().String())
 	s.httpTunnel.ReadHeaderTimeout = s.cfg.Limits.HTTPReadHeaderTimeout

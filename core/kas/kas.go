@@ -1,12 +1,12 @@
 // Package kas assembles a kas server from the tunnel core: the agent API, the public API and in-process
 // callers that route calls, the private API for other kas instances, the HTTP listener, metrics and
-// health endpoints, and the graceful and abrupt stops. Each listener is built in a file of its own.
+// health endpoints, and the graceful and abrupt stops. Each listener is built in a file of its own; the
+// limits it puts on agents and callers, and their checks at its listeners, are package limits.
 //
 // It is what cmd/kas runs and what the harness embeds; it holds no routing logic of its own.
 package kas
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,12 +15,12 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
@@ -55,11 +55,12 @@ type Server struct {
 		agent, api, private, metrics, http net.Listener
 	}
 	// certs serves the TLS certificate, reloaded when its files change; nil for plaintext.
-	certs     *tlsfiles.Reloader
-	limitHits metric.Int64Counter
-	ready     atomic.Bool
-	serveWG   sync.WaitGroup
-	shutOnce  sync.Once
+	certs *tlsfiles.Reloader
+	// rejections counts what every limit refused.
+	rejections *limits.Rejections
+	ready      atomic.Bool
+	serveWG    sync.WaitGroup
+	shutOnce   sync.Once
 }
 
 // New builds a kas, its parts in the order they depend on each other; Start opens its listeners.
@@ -84,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 		MaxTunnelsPerAgent: cfg.Limits.MaxTunnelsPerAgent,
 		MaxWaitingPerAgent: cfg.Limits.MaxWaitingPerAgent,
 		MaxWaiting:         cfg.Limits.MaxWaiting,
-	}, s.limitHit)
+	}, s.rejections.Hit)
 	creds, err := s.buildCreds()
 	if err != nil {
 		return nil, err
@@ -103,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 		FindTimeout:         cfg.FindTimeout,
 		MaxMetadataBytes:    cfg.Limits.MaxMetadataBytes,
 		MaxWaitingPerCaller: cfg.Limits.MaxWaitingPerCaller,
-		OnLimit:             s.limitHit,
+		OnLimit:             s.rejections.Hit,
 		Presence:            s.registry.Presence,
 		Meter:               meter,
 		Tracer:              cfg.Tracer,
@@ -148,11 +149,8 @@ func (s *Server) buildMetrics() (metric.Meter, *grpcprom.ServerMetrics, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if s.limitHits, err = meter.Int64Counter(LimitRejectionsMetric, metric.WithDescription("Requests refused because a limit bit, by limit")); err != nil {
+	if s.rejections, err = limits.NewRejections(meter); err != nil {
 		return nil, nil, err
-	}
-	for _, l := range limitNames {
-		s.limitHits.Add(context.Background(), 0, metric.WithAttributes(attribute.String("limit", l)))
 	}
 	return meter, grpcMetrics, nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
@@ -86,7 +87,7 @@ func (s *Server) limitConnections() {
 	n := s.cfg.Limits.MaxConnections
 	for _, l := range []*net.Listener{&s.listeners.metrics, &s.listeners.http} {
 		if *l != nil {
-			*l = newLimitListener(*l, n)
+			*l = limits.NewListener(*l, n)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
@@ -114,7 +115,7 @@ func TestLimitsDefaultAndValidate(t *testing.T) {
 	if _, err := kas.New(kas.Config{Authenticator: nil}); err == nil || !strings.Contains(err.Error(), "kas config") {
 		t.Fatalf("an empty config: %v", err)
 	}
-	_, err := kas.New(kas.Config{Authenticator: testAuth(t), AgentListen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Limits: kas.Limits{MaxWaitingPerAgent: -1}, Dev: true})
+	_, err := kas.New(kas.Config{Authenticator: testAuth(t), AgentListen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Limits: limits.Limits{MaxWaitingPerAgent: -1}, Dev: true})
 	if err == nil || !strings.Contains(err.Error(), "limits must not be negative") {
 		t.Fatalf("a negative limit: %v", err)
 	}

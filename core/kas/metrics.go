@@ -2,8 +2,12 @@ package kas
 
 import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/directory"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 )
+
+// TrackerErrorsMetric counts failed tracker operations by op (tunnel_tracker_errors_total{op}).
+const TrackerErrorsMetric = directory.TrackerErrorsMetric
 
 // NewMetrics returns a metrics provider for a kas (Config.Metrics): the routing durations are also kept
 // as an exponential histogram, tunnel_routing_duration_exponential_seconds, whose few-percent buckets

@@ -1,4 +1,4 @@
-package kas
+package limits
 
 import (
 	"net"
@@ -15,7 +15,9 @@ type limitListener struct {
 	once sync.Once
 }
 
-func newLimitListener(l net.Listener, n int) net.Listener {
+// NewListener is l accepting at most n connections at once (see limitListener): connections cost kas
+// goroutines and buffers before any token is checked.
+func NewListener(l net.Listener, n int) net.Listener {
 	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
