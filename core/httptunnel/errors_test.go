@@ -258,6 +258,11 @@ func header(code int) *httptunnel.HTTPResponse {
 	return &httptunnel.HTTPResponse{Msg: &httptunnel.HTTPResponse_Header_{Header: &httptunnel.HTTPResponse_Header{StatusCode: int32(code), ContentLength: -1}}}
 }
 
+// inlined is a response header with the whole body inside it.
+func inlined(contentLength int64, s string) *httptunnel.HTTPResponse {
+	return &httptunnel.HTTPResponse{Msg: &httptunnel.HTTPResponse_Header_{Header: &httptunnel.HTTPResponse_Header{StatusCode: 200, ContentLength: contentLength, Body: []byte(s)}}}
+}
+
 func body(s string) *httptunnel.HTTPResponse {
 	return &httptunnel.HTTPResponse{Msg: &httptunnel.HTTPResponse_Body{Body: &httptunnel.BodyChunk{Data: []byte(s)}}}
 }
@@ -266,8 +271,16 @@ func body(s string) *httptunnel.HTTPResponse {
 // started, a violation is a 502 naming both states; after, the response is aborted.
 func TestAgentProtocolViolations(t *testing.T) {
 	answers := map[string]func(httptunnel.HTTPTunnel_ExchangeServer) error{
-		"/body-first": func(s httptunnel.HTTPTunnel_ExchangeServer) error { return s.Send(body("x")) },
-		"/bad-status": func(s httptunnel.HTTPTunnel_ExchangeServer) error { return s.Send(header(42)) },
+		"/body-first":       func(s httptunnel.HTTPTunnel_ExchangeServer) error { return s.Send(body("x")) },
+		"/bad-status":       func(s httptunnel.HTTPTunnel_ExchangeServer) error { return s.Send(header(42)) },
+		"/inline-longer":    func(s httptunnel.HTTPTunnel_ExchangeServer) error { return s.Send(inlined(5, "more than five")) },
+		"/inline-no-length": func(s httptunnel.HTTPTunnel_ExchangeServer) error { return s.Send(inlined(-1, "x")) },
+		"/chunk-after-inline": func(s httptunnel.HTTPTunnel_ExchangeServer) error {
+			if err := s.Send(inlined(4, "four")); err != nil {
+				return err
+			}
+			return s.Send(body("and more"))
+		},
 		"/no-end": func(s httptunnel.HTTPTunnel_ExchangeServer) error {
 			if err := s.Send(header(200)); err != nil {
 				return err
@@ -311,6 +324,21 @@ func TestAgentProtocolViolations(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantOneLine(t, resp, body, http.StatusBadGateway, "status code 42 is not a final HTTP status")
+			for _, path := range []string{"/inline-longer", "/inline-no-length"} {
+				resp, body, err = get(t, client, f.url(path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantOneLine(t, resp, body, http.StatusBadGateway, "the agent broke the http tunnel protocol", "inside the response header, which says content length")
+			}
+		})
+		t.Run(proto+"/chunk-after-inline", func(t *testing.T) {
+			// The header and its whole body went out; kas aborts the exchange without writing the extra
+			// chunk (HTTP/1 has already sent all the declared length, HTTP/2 resets the stream).
+			resp, body, err := get(t, client, f.url("/chunk-after-inline"))
+			if resp == nil || resp.StatusCode != http.StatusOK || strings.Contains(body, "more") || (err == nil && body != "four") {
+				t.Fatalf("response %v, body %q, err %v; want 200 and the inline body, never the extra chunk", resp, body, err)
+			}
 		})
 		for _, path := range []string{"/no-end", "/two-headers", "/error-after-header"} {
 			t.Run(proto+path, func(t *testing.T) {

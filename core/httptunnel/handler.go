@@ -99,6 +99,7 @@ type exchange struct {
 	uploadDone chan struct{}
 	uploadErr  error // set before uploadDone closes: the request body could not be read
 	started    bool  // the response header went to the client
+	inlined    bool  // the whole body came inside the response header: no chunk may follow
 
 	readMu  sync.Mutex
 	reading bool // the uploader is inside Body.Read
@@ -110,7 +111,7 @@ func (ex *exchange) run(path string) {
 	ex.cancel = cancel
 	defer cancel()
 	ex.uploadDone = make(chan struct{})
-	ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(ex.agentID, 10))
+	ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(ex.agentID, 10), rpc.HTTPInlineBodyMetadataKey, "1")
 	stream, err := ex.h.client.Exchange(ctx)
 	if err != nil {
 		close(ex.uploadDone)
@@ -218,10 +219,19 @@ func (ex *exchange) download(stream HTTPTunnel_ExchangeClient) {
 		switch x := m.GetMsg().(type) {
 		case *HTTPResponse_Header_:
 			if err := ex.writeHeader(x.Header); err != nil {
-				ex.fail(ex.violation(err))
+				var gone errClientGone
+				if errors.As(err, &gone) {
+					ex.clientGone(gone.err)
+				} else {
+					ex.fail(ex.violation(err))
+				}
 				return
 			}
 		case *HTTPResponse_Body:
+			if ex.inlined {
+				ex.fail(ex.violation(status.Error(codes.InvalidArgument, "a body chunk after the whole body came inside the response header")))
+				return
+			}
 			if _, err := ex.w.Write(x.Body.GetData()); err != nil {
 				ex.clientGone(err)
 				return
@@ -251,14 +261,30 @@ func (ex *exchange) writeHeader(m *HTTPResponse_Header) error {
 	if cl := m.GetContentLength(); cl >= 0 && bodyAllowed(code) {
 		h.Set("Content-Length", strconv.FormatInt(cl, 10))
 	}
+	body := m.GetBody()
+	if len(body) > 0 && (int64(len(body)) != m.GetContentLength() || !bodyAllowed(code)) {
+		return status.Errorf(codes.InvalidArgument, "a body of %d bytes inside the response header, which says content length %d and status %d", len(body), m.GetContentLength(), code)
+	}
 	ex.w.WriteHeader(code)
 	ex.started = true
-	// The client sees the header now, even when the body takes its time (server-sent events).
+	ex.inlined = len(body) > 0
+	if len(body) > 0 {
+		if _, err := ex.w.Write(body); err != nil {
+			return errClientGone{err}
+		}
+	}
+	// The client sees the header now, even when the body takes its time (server-sent events); a body
+	// inside the header leaves with it, in one write.
 	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		ex.log.Debug("flush response header", "err", err)
 	}
 	return nil
 }
+
+// errClientGone is a failed write to the client, which writeHeader's caller tells from a violation.
+type errClientGone struct{ err error }
+
+func (e errClientGone) Error() string { return e.err.Error() }
 
 func bodyAllowed(code int) bool {
 	return code != http.StatusNoContent && code != http.StatusNotModified

@@ -448,8 +448,13 @@ type HTTPResponse_Header struct {
 	// Content length in bytes; -1 means unknown.
 	ContentLength int64 `protobuf:"varint,3,opt,name=content_length,json=contentLength,proto3" json:"content_length,omitempty"`
 	// Protocol version of the upstream's response, for the Via header kas adds.
-	ProtoMajor    int32 `protobuf:"varint,4,opt,name=proto_major,json=protoMajor,proto3" json:"proto_major,omitempty"`
-	ProtoMinor    int32 `protobuf:"varint,5,opt,name=proto_minor,json=protoMinor,proto3" json:"proto_minor,omitempty"`
+	ProtoMajor int32 `protobuf:"varint,4,opt,name=proto_major,json=protoMajor,proto3" json:"proto_major,omitempty"`
+	ProtoMinor int32 `protobuf:"varint,5,opt,name=proto_minor,json=protoMinor,proto3" json:"proto_minor,omitempty"`
+	// The whole body, when kas asked for it (request metadata "tunnel-http-inline-body") and the body
+	// has a known length of at most one chunk: no body chunk follows, End comes next. kas then writes
+	// the client's header and body at once instead of flushing each; an agent that kas did not ask
+	// sends the body in chunks (an older kas would drop this field).
+	Body          []byte `protobuf:"bytes,6,opt,name=body,proto3" json:"body,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -517,6 +522,13 @@ func (x *HTTPResponse_Header) GetProtoMinor() int32 {
 		return x.ProtoMinor
 	}
 	return 0
+}
+
+func (x *HTTPResponse_Header) GetBody() []byte {
+	if x != nil {
+		return x.Body
+	}
+	return nil
 }
 
 // End ends the response body: the body arrived whole.
@@ -589,11 +601,11 @@ const file_core_httptunnel_http_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x127\n" +
 	"\x05value\x18\x02 \x01(\v2!.tunnelbench.http.v1.HeaderValuesR\x05value:\x028\x01\x1a\x05\n" +
 	"\x03EndB\x05\n" +
-	"\x03msg\"\xc0\x05\n" +
+	"\x03msg\"\xd4\x05\n" +
 	"\fHTTPResponse\x12B\n" +
 	"\x06header\x18\x01 \x01(\v2(.tunnelbench.http.v1.HTTPResponse.HeaderH\x00R\x06header\x124\n" +
 	"\x04body\x18\x02 \x01(\v2\x1e.tunnelbench.http.v1.BodyChunkH\x00R\x04body\x129\n" +
-	"\x03end\x18\x03 \x01(\v2%.tunnelbench.http.v1.HTTPResponse.EndH\x00R\x03end\x1a\xbe\x02\n" +
+	"\x03end\x18\x03 \x01(\v2%.tunnelbench.http.v1.HTTPResponse.EndH\x00R\x03end\x1a\xd2\x02\n" +
 	"\x06Header\x12\x1f\n" +
 	"\vstatus_code\x18\x01 \x01(\x05R\n" +
 	"statusCode\x12L\n" +
@@ -602,7 +614,8 @@ const file_core_httptunnel_http_proto_rawDesc = "" +
 	"\vproto_major\x18\x04 \x01(\x05R\n" +
 	"protoMajor\x12\x1f\n" +
 	"\vproto_minor\x18\x05 \x01(\x05R\n" +
-	"protoMinor\x1a\\\n" +
+	"protoMinor\x12\x12\n" +
+	"\x04body\x18\x06 \x01(\fR\x04body\x1a\\\n" +
 	"\vHeaderEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x127\n" +
 	"\x05value\x18\x02 \x01(\v2!.tunnelbench.http.v1.HeaderValuesR\x05value:\x028\x01\x1a\xb2\x01\n" +

@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -170,23 +171,46 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		return failure(status.Errorf(codes.Unavailable, "upstream %s: %s %s: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(err.Error())))
 	}
 	defer func() { _ = resp.Body.Close() }()
-	if err := u.relay(stream, req, resp, log); err != nil {
+	if err := u.relay(stream, req, resp, kasReadsInlineBody(stream.Context()), log); err != nil {
 		return failure(err)
 	}
 	return nil
 }
 
-// relay streams the upstream's response to kas: header, body chunks as they come, trailer.
-func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, resp *http.Response, log *slog.Logger) error {
-	err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_Header_{Header: &HTTPResponse_Header{
+// relay streams the upstream's response to kas: header, body chunks as they come, trailer. A small body
+// of known length goes whole inside the header when kas asked for it (inline): one tunnel message and
+// one write to the client instead of two of each.
+func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, resp *http.Response, inline bool, log *slog.Logger) error {
+	hdr := &HTTPResponse_Header{
 		StatusCode:    int32(resp.StatusCode),
 		Header:        toWire(cleanHeader(resp.Header)),
 		ContentLength: resp.ContentLength,
 		ProtoMajor:    int32(resp.ProtoMajor),
 		ProtoMinor:    int32(resp.ProtoMinor),
-	}}})
-	if err != nil {
+	}
+	var early []byte // body bytes read before the header went out, when the body fell short
+	var earlyErr error
+	if cl := resp.ContentLength; inline && cl > 0 && cl <= int64(u.opts.chunkSize) {
+		body := make([]byte, cl)
+		n, err := io.ReadFull(resp.Body, body)
+		switch err {
+		case nil:
+			hdr.Body = body
+		case io.EOF: // no body after all (a HEAD request): the loop below reads that end again
+		default:
+			early, earlyErr = body[:n], err
+		}
+	}
+	if err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_Header_{Header: hdr}}); err != nil {
 		return err
+	}
+	if len(early) > 0 {
+		if err := stream.Send(&HTTPResponse{Msg: &HTTPResponse_Body{Body: &BodyChunk{Data: early}}}); err != nil {
+			return err
+		}
+	}
+	if earlyErr != nil {
+		return u.bodyFailed(req, earlyErr, log)
 	}
 	bp := u.opts.buffer()
 	defer u.opts.putBuffer(bp)
@@ -205,12 +229,23 @@ func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, re
 			break
 		}
 		if rerr != nil {
-			log.Debug("upstream response body failed", "err", rerr)
-			return status.Errorf(codes.Unavailable, "upstream %s: %s %s: response body: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(rerr.Error()))
+			return u.bodyFailed(req, rerr, log)
 		}
 	}
 	end := &HTTPResponse_End{Trailer: toWire(cleanHeader(resp.Trailer))}
 	return stream.Send(&HTTPResponse{Msg: &HTTPResponse_End_{End: end}})
+}
+
+// bodyFailed is the status of an exchange whose upstream response body broke off.
+func (u *Upstream) bodyFailed(req *http.Request, err error, log *slog.Logger) error {
+	log.Debug("upstream response body failed", "err", err)
+	return status.Errorf(codes.Unavailable, "upstream %s: %s %s: response body: %s", u.name, req.Method, truncate(req.URL.EscapedPath(), 128), oneLine(err.Error()))
+}
+
+// kasReadsInlineBody reports whether kas asked for small bodies inside the response header.
+func kasReadsInlineBody(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(rpc.HTTPInlineBodyMetadataKey)) > 0
 }
 
 // newRequest is the upstream request for hdr.

@@ -78,3 +78,8 @@ const (
 	// connection: reconnect at once.
 	EndReasonCallEnded = "call-ended"
 )
+
+// HTTPInlineBodyMetadataKey is the request metadata of an HTTP exchange with which kas tells the agent
+// that it reads a small body whole inside the response header (httptunnel's HTTPResponse.Header.body).
+// Agents that do not know it send the body in chunks, as before.
+const HTTPInlineBodyMetadataKey = "tunnel-http-inline-body"
