@@ -23,6 +23,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Config configures a Handler.
@@ -128,7 +129,7 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
 	wctx, wspan := g.cfg.Tracer.Start(ctx, "kas.forward")
 	tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
-	err = tun.Forward(wctx, registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit), sink)
+	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), sink)
 	call.EndSpan(wspan, err)
 	if errors.Is(err, registry.ErrRetryOtherTunnel) {
 		// The routing kas kept the request: it sends the call to another tunnel, here or elsewhere.

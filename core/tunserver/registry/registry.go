@@ -13,6 +13,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // DefaultRegistryStripes is the number of independently locked parts of the registry. Agents are spread
@@ -174,7 +175,7 @@ type Handle interface {
 
 // Forwarder carries one call over a tunnel of this kas: a *Tunnel.
 type Forwarder interface {
-	Forward(ctx context.Context, pump *RequestPump, sink Sink) error
+	Forward(ctx context.Context, pump *request.Pump, sink Sink) error
 	AgentID() int64
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Fakes shared by the router and finder tests: the caller's stream, gateways and a finder for the
@@ -187,11 +188,11 @@ func findsInTurn(gws ...Gateway) *fakeFinder {
 // fakeGateway forwards a call with forward (answering nothing when nil) and counts its releases.
 type fakeGateway struct {
 	url      string
-	forward  func(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error
+	forward  func(ctx context.Context, pump *request.Pump, w *callerWriter) error
 	released atomic.Int32
 }
 
-func (g *fakeGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *fakeGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	if g.forward == nil {
 		return nil
 	}
@@ -250,7 +251,7 @@ func (h *fakeHandle) Done() { h.doneOnce.Do(func() { close(h.done) }) }
 
 type fakeForwarder struct{}
 
-func (*fakeForwarder) Forward(context.Context, *registry.RequestPump, registry.Sink) error {
+func (*fakeForwarder) Forward(context.Context, *request.Pump, registry.Sink) error {
 	return nil
 }
 func (*fakeForwarder) AgentID() int64 { return testAgentID }

@@ -20,6 +20,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Finder defaults.
@@ -49,7 +50,7 @@ type FindRequest struct {
 type Gateway interface {
 	// Forward carries the call: its request from pump, the agent's answer to w. It returns
 	// registry.ErrRetryOtherTunnel when the call may go to another tunnel.
-	Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error
+	Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error
 	// URL is the gateway kas's private URL; empty for this kas.
 	URL() string
 	// Release gives back a tunnel that was not used and ends a gateway stream.
@@ -62,7 +63,7 @@ type localGateway struct {
 	tunnel registry.Forwarder
 }
 
-func (g *localGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *localGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	return g.tunnel.Forward(ctx, pump, w.agentMessage)
 }
 func (g *localGateway) URL() string { return "" }
@@ -77,7 +78,7 @@ type remoteGateway struct {
 	eager bool
 }
 
-func (g *remoteGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *remoteGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	return forwardRemote(ctx, w, g.stream, pump)
 }
 func (g *remoteGateway) URL() string { return g.url }

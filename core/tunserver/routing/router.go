@@ -16,6 +16,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -111,7 +112,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		r.log.Debug("call repeats one that just failed, answered at once", "agent_id", c.AgentID, "method", c.FullMethod, "err", err)
 		return err
 	}
-	pump := registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit)
+	pump := request.Start(stream, c.Info, request.DefaultReplayLimit)
 	w := &callerWriter{caller: stream}
 	// retry: the call was withdrawn from a tunnel and is routed again; noEager: the remembered gateway
 	// had no tunnel, which is no retry (the call is found for the first time).
