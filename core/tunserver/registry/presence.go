@@ -1,10 +1,5 @@
 package registry
 
-import (
-	"reflect"
-	"slices"
-)
-
 // Presence is what this kas knows of an agent for one method: whether the tunnels the agent holds here
 // announced it in their descriptors.
 type Presence int
@@ -41,45 +36,8 @@ func (r *Registry) Presence(agentID int64, service, method string) Presence {
 	if e == nil || e.tunnels == 0 {
 		return AgentAbsent
 	}
-	for _, d := range e.descs {
-		if d.index.supports(service, method) {
-			return MethodServed
-		}
+	if e.descs.Supports(service, method) {
+		return MethodServed
 	}
 	return MethodUnserved
-}
-
-// descCount is one descriptor of an agent's tunnels and how many of them sent it.
-type descCount struct {
-	index DescriptorIndex
-	n     int
-}
-
-// sameIndex reports whether two indexes are one: agentapi's descriptor cache hands every tunnel that
-// sent the same bytes the same index, so that comparing its map is enough (and cheap). Two equal
-// descriptors indexed apart count twice, which changes no answer of Presence.
-func sameIndex(a, b DescriptorIndex) bool {
-	return a.Reuse == b.Reuse && reflect.ValueOf(a.services).UnsafePointer() == reflect.ValueOf(b.services).UnsafePointer()
-}
-
-// addDesc and removeDesc keep descs in step with tunnels; the stripe lock must be held.
-func (e *agentEntry) addDesc(d DescriptorIndex) {
-	for i := range e.descs {
-		if sameIndex(e.descs[i].index, d) {
-			e.descs[i].n++
-			return
-		}
-	}
-	e.descs = append(e.descs, descCount{index: d, n: 1})
-}
-
-func (e *agentEntry) removeDesc(d DescriptorIndex) {
-	for i := range e.descs {
-		if sameIndex(e.descs[i].index, d) {
-			if e.descs[i].n--; e.descs[i].n == 0 {
-				e.descs = slices.Delete(e.descs, i, i+1) // clears the tail: no index kept alive
-			}
-			return
-		}
-	}
 }

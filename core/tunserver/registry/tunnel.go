@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 )
 
 // TunnelState is where a tunnel is in its life. Every change goes through move, which checks it against
@@ -77,7 +78,7 @@ type recvResult struct {
 type Tunnel struct {
 	reg     *Registry
 	agentID int64
-	desc    DescriptorIndex
+	desc    descriptor.Index
 	stream  rpc.ReverseTunnel_ConnectServer
 	// maxSend is the largest message the stream may send (0: not checked here).
 	maxSend int
@@ -113,7 +114,7 @@ type Tunnel struct {
 	endFlush *time.Timer
 }
 
-func newTunnel(r *Registry, agentID int64, desc DescriptorIndex, stream rpc.ReverseTunnel_ConnectServer) *Tunnel {
+func newTunnel(r *Registry, agentID int64, desc descriptor.Index, stream rpc.ReverseTunnel_ConnectServer) *Tunnel {
 	return &Tunnel{
 		reg:     r,
 		agentID: agentID,

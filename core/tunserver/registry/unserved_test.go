@@ -38,7 +38,7 @@ func TestPresenceFollowsTunnels(t *testing.T) {
 	wantPresence(t, r, "B", MethodUnserved)
 	b := newIdle(t, r, "B")
 	wantPresence(t, r, "B", MethodServed)
-	if n := len(r.stripe(1).agents[1].descs); n != 2 {
+	if n := r.stripe(1).agents[1].descs.Len(); n != 2 {
 		t.Fatalf("%d descriptors kept for two distinct ones", n)
 	}
 
