@@ -34,4 +34,3 @@ func TestIndex(t *testing.T) {
 		t.Error("an oversized descriptor was accepted")
 	}
 }
-
