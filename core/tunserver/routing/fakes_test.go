@@ -18,6 +18,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
@@ -209,7 +210,7 @@ func (testCaller) MayReach(int64) bool { return true }
 // --- this kas's tunnels, for the Finder ---
 
 // fakeSource is this kas's registry with one handle: found at once or not. presence is what it says of
-// the agent (registry.AgentAbsent unless a test sets it).
+// the agent (presence.AgentAbsent unless a test sets it).
 type fakeSource struct {
 	found    bool
 	handle   *fakeHandle
@@ -220,11 +221,11 @@ func (s *fakeSource) FindTunnel(int64, string, string) (bool, registry.Handle) {
 	return s.found, s.handle
 }
 
-func (s *fakeSource) Presence(int64, string, string) registry.Presence {
-	return registry.Presence(s.presence.Load())
+func (s *fakeSource) Presence(int64, string, string) presence.Presence {
+	return presence.Presence(s.presence.Load())
 }
 
-func (s *fakeSource) setPresence(p registry.Presence) { s.presence.Store(int32(p)) }
+func (s *fakeSource) setPresence(p presence.Presence) { s.presence.Store(int32(p)) }
 
 // fakeHandle is a call's claim on a tunnel of this kas: Get returns the tunnel once ready is closed.
 type fakeHandle struct {

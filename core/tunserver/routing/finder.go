@@ -20,6 +20,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
@@ -88,7 +89,7 @@ func (g *remoteGateway) Release()    { g.cancel() }
 type TunnelSource interface {
 	FindTunnel(agentID int64, service, method string) (found bool, h registry.Handle)
 	// Presence tells whether the agent's tunnels here serve the method (see registry.Presence).
-	Presence(agentID int64, service, method string) registry.Presence
+	Presence(agentID int64, service, method string) presence.Presence
 }
 
 // GatewayFinder finds the gateway for a call. When no gateway has a tunnel within FindTimeout it returns
@@ -126,8 +127,8 @@ type FinderConfig struct {
 	// round trip (see eagerGateway). Zero means DefaultEagerTTL; negative turns eager streams off.
 	EagerTTL time.Duration
 	// UnservedGrace: a call whose agent is connected, with tunnels none of which serve the method,
-	// fails with Unimplemented after this grace (see registry.WatchUnserved) instead of waiting the
-	// whole find timeout. Zero means registry.DefaultUnservedGrace; negative waits the find timeout.
+	// fails with Unimplemented after this grace (see presence.WatchUnserved) instead of waiting the
+	// whole find timeout. Zero means presence.DefaultUnservedGrace; negative waits the find timeout.
 	UnservedGrace time.Duration
 	Log           *slog.Logger
 }
@@ -167,7 +168,7 @@ func NewFinder(cfg FinderConfig) *Finder {
 		cfg.BackoffMax = max(DefaultGatewayBackoffMax, cfg.BackoffMin)
 	}
 	if cfg.UnservedGrace == 0 {
-		cfg.UnservedGrace = registry.DefaultUnservedGrace
+		cfg.UnservedGrace = presence.DefaultUnservedGrace
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -208,7 +209,7 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
 	if f.cfg.Directory == nil {
-		t, err := registry.GetServed(findCtx, h, f.presence(req), f.cfg.UnservedGrace, f.unservedError(req))
+		t, err := presence.GetServed(findCtx, h, f.cfg.Registry, req.watched(), f.cfg.UnservedGrace, f.unservedError(req))
 		if err != nil {
 			h.Done()
 			return nil, findErr(ctx, findCtx, req, err)
@@ -300,7 +301,7 @@ func (s *search) waitLocal(h registry.Handle) {
 	go func() {
 		defer close(watched)
 		if s.f.cfg.UnservedGrace > 0 {
-			registry.WatchUnserved(wctx, s.f.presence(s.req), s.f.cfg.UnservedGrace, func(u bool) {
+			presence.WatchUnserved(wctx, s.f.cfg.Registry, s.req.watched(), s.f.cfg.UnservedGrace, func(u bool) {
 				select {
 				case s.verdicts <- u:
 				case <-s.abandoned:

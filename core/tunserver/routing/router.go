@@ -16,6 +16,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -46,7 +47,7 @@ type RouterConfig struct {
 	// Presence is this kas's registry.Presence. With it, a call that repeats a call from the same
 	// client connection that just failed for want of a tunnel gets the same answer at once (see
 	// RepeatWindow); nil: every call waits.
-	Presence func(agentID int64, service, method string) registry.Presence
+	Presence func(agentID int64, service, method string) presence.Presence
 	// Meter records the routing metrics. Nil records nothing.
 	Meter metric.Meter
 	// Tracer records routing spans (route, find gateway, forward). Nil records nothing; trace context
