@@ -350,8 +350,8 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 	if why == nil {
 		// The call completed: the agent learns nothing from kas's end but that the tunnel is free, which
 		// can share a write with the tunnel's next call.
-		t.holdCallEnd()
-	} else if err := t.send(callEndMsg(why)); err != nil {
+		t.out.HoldCallEnd()
+	} else if err := t.out.Send(callEndMsg(why)); err != nil {
 		r.finish(t, nil, "")
 		return
 	}
@@ -369,24 +369,20 @@ type tunnelTarget struct {
 	info *rpc.ConnectResponse
 }
 
-func (tt *tunnelTarget) Begin() error { return tt.t.send(tt.info) }
+func (tt *tunnelTarget) Begin() error { return tt.t.out.Send(tt.info) }
 
 func (tt *tunnelTarget) Send(f request.Frame) error {
 	if f.End {
-		return tt.t.send(closeSendMsg)
+		return tt.t.out.Send(closeSendMsg)
 	}
-	return tt.t.send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
+	return tt.t.out.Send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
 }
 
-// callEndMsg is kas's call_end, with why kas ended the call early.
+// callEndMsg is kas's call_end, with why kas ended the call early (a completed call's goes through
+// HoldCallEnd).
 func callEndMsg(why error) *rpc.ConnectResponse {
-	if why == nil {
-		return callEndOK
-	}
 	return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{Status: status.Convert(why).Proto()}}}
 }
-
-var callEndOK = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{}}}
 
 var errCallerCancelled = status.Error(codes.Canceled, "the caller cancelled the call")
 

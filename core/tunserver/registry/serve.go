@@ -71,7 +71,7 @@ func (r *Registry) Serve(agentID int64, desc descriptor.Index, stream rpc.Revers
 		r.expire(t, rpc.EndReasonMaxAge)
 		<-t.done
 	}
-	t.closeSend()
+	t.out.Close()
 	t.mu.Lock()
 	reason, endErr := t.endReason, t.endErr
 	t.mu.Unlock()
