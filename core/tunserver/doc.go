@@ -2,7 +2,10 @@
 //
 //   - agentapi: the Connect handler agents open tunnels on (authentication, handshake, descriptor).
 //   - registry: the tunnels this kas holds and the calls waiting for them, matched first in, first
-//     out; a tunnel's life (idle, found, forwarding, done) and the forwarding of one call over it.
+//     out; a tunnel's life (idle, found, forwarding, done) and the forwarding of one call over it. Its
+//     parts: registry/descriptor, registry/presence, registry/tunnelwriter.
+//   - request: a routed call's request on its way to a tunnel or gateway, kept to replay until the
+//     agent accepts the call.
 //   - routing: the Router that turns every gRPC method into a routed stream, the per-call finder that
 //     asks this kas and then the kas replicas the tracker lists, the tracker poller and the pool of
 //     connections to other kas.

@@ -23,6 +23,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/refusal"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 )
 
 // AgentAPI serves ReverseTunnel.Connect: it authenticates the agent, reads the descriptor and hands the
@@ -116,7 +117,7 @@ func (a *AgentAPI) SetHandshakeTimeout(d time.Duration) { a.handshakeTimeout = d
 // handshake reads the descriptor, the first message, within the handshake timeout. It returns io.EOF
 // when the agent left first. The first message is read raw: the descriptor cache recognises it without
 // decoding.
-func (a *AgentAPI) handshake(stream rpc.ReverseTunnel_ConnectServer) (registry.DescriptorIndex, error) {
+func (a *AgentAPI) handshake(stream rpc.ReverseTunnel_ConnectServer) (descriptor.Index, error) {
 	timeout := cmp.Or(a.handshakeTimeout, DefaultHandshakeTimeout)
 	// RecvMsg takes no deadline: it runs aside, and returning from the handler ends the stream, which
 	// ends that RecvMsg too.
@@ -136,10 +137,10 @@ func (a *AgentAPI) handshake(stream rpc.ReverseTunnel_ConnectServer) (registry.D
 	select {
 	case r = <-got:
 	case <-timer.C:
-		return registry.DescriptorIndex{}, status.Errorf(codes.DeadlineExceeded, "no descriptor within %s of opening the tunnel (--tunnel-handshake-timeout)", timeout)
+		return descriptor.Index{}, status.Errorf(codes.DeadlineExceeded, "no descriptor within %s of opening the tunnel (--tunnel-handshake-timeout)", timeout)
 	}
 	if r.err != nil {
-		return registry.DescriptorIndex{}, r.err
+		return descriptor.Index{}, r.err
 	}
 	desc, err := a.descriptors.index(r.first.Data)
 	if err != nil && status.Code(err) == codes.ResourceExhausted {

@@ -5,7 +5,7 @@ import (
 	"sync"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -21,21 +21,21 @@ const (
 // descriptorCache maps the wire bytes of a first message to the descriptor index they decode to, so
 // that the same descriptor is decoded and indexed once, not once per tunnel.
 type descriptorCache struct {
-	// maxBytes bounds a descriptor's encoding; zero means registry.DefaultMaxDescriptorBytes.
+	// maxBytes bounds a descriptor's encoding; zero means descriptor.DefaultMaxBytes.
 	maxBytes int
 	mu       sync.Mutex
-	entries  map[[sha256.Size]byte]registry.DescriptorIndex
+	entries  map[[sha256.Size]byte]descriptor.Index
 }
 
 // index decodes the first message of a tunnel and returns its descriptor's index. Anything but a valid
 // descriptor is an InvalidArgument status.
-func (c *descriptorCache) index(data []byte) (registry.DescriptorIndex, error) {
+func (c *descriptorCache) index(data []byte) (descriptor.Index, error) {
 	limit := c.maxBytes
 	if limit <= 0 {
-		limit = registry.DefaultMaxDescriptorBytes
+		limit = descriptor.DefaultMaxBytes
 	}
 	if len(data) > limit {
-		return registry.DescriptorIndex{}, status.Errorf(codes.ResourceExhausted, "descriptor is %d bytes, the limit (--max-descriptor-bytes) is %d", len(data), limit)
+		return descriptor.Index{}, status.Errorf(codes.ResourceExhausted, "descriptor is %d bytes, the limit (--max-descriptor-bytes) is %d", len(data), limit)
 	}
 	cacheable := len(data) <= descriptorCacheMaxBytes
 	var key [sha256.Size]byte
@@ -50,21 +50,21 @@ func (c *descriptorCache) index(data []byte) (registry.DescriptorIndex, error) {
 	}
 	var first rpc.ConnectRequest
 	if err := proto.Unmarshal(data, &first); err != nil {
-		return registry.DescriptorIndex{}, status.Errorf(codes.InvalidArgument, "first message is not a ConnectRequest: %v", err)
+		return descriptor.Index{}, status.Errorf(codes.InvalidArgument, "first message is not a ConnectRequest: %v", err)
 	}
 	checker := rpc.NewChecker(rpc.AgentToKas)
 	if err := checker.Next(rpc.AgentState(&first)); err != nil {
-		return registry.DescriptorIndex{}, err
+		return descriptor.Index{}, err
 	}
-	d, err := registry.NewDescriptorIndex(first.GetDescriptor_().GetAgentDescriptor())
+	d, err := descriptor.NewIndex(first.GetDescriptor_().GetAgentDescriptor())
 	if err != nil {
-		return registry.DescriptorIndex{}, status.Error(codes.InvalidArgument, err.Error())
+		return descriptor.Index{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 	d.Reuse = first.GetDescriptor_().GetReuse()
 	if cacheable {
 		c.mu.Lock()
 		if c.entries == nil || len(c.entries) >= descriptorCacheEntries {
-			c.entries = make(map[[sha256.Size]byte]registry.DescriptorIndex)
+			c.entries = make(map[[sha256.Size]byte]descriptor.Index)
 		}
 		c.entries[key] = d
 		c.mu.Unlock()

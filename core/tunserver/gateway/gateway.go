@@ -23,6 +23,8 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Config configures a Handler.
@@ -32,7 +34,7 @@ type Config struct {
 	// MaxMetadataBytes bounds a call's request metadata; zero means call.DefaultMaxMetadataBytes.
 	MaxMetadataBytes int
 	// UnservedGrace: when the agent's tunnels here all lack the method for this long, the gateway
-	// answers Unimplemented (see registry.GetServed). Zero means registry.DefaultUnservedGrace;
+	// answers Unimplemented (see presence.GetServed). Zero means presence.DefaultUnservedGrace;
 	// negative waits as long as the routing kas does.
 	UnservedGrace time.Duration
 	// Tracer records gateway spans; nil records none.
@@ -60,7 +62,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("gateway: registry is required")
 	}
 	cfg.MaxMetadataBytes = cmp.Or(cfg.MaxMetadataBytes, call.DefaultMaxMetadataBytes)
-	cfg.UnservedGrace = cmp.Or(cfg.UnservedGrace, registry.DefaultUnservedGrace)
+	cfg.UnservedGrace = cmp.Or(cfg.UnservedGrace, presence.DefaultUnservedGrace)
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
@@ -100,9 +102,9 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		}
 	}
 	_, fspan := g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
-	presence := func() registry.Presence { return reg.Presence(c.AgentID, c.Service, c.Method) }
-	unserved := registry.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
-	tun, err := registry.GetServed(ctx, h, presence, g.cfg.UnservedGrace, unserved)
+	watched := presence.Call{AgentID: c.AgentID, Service: c.Service, Method: c.Method}
+	unserved := presence.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
+	tun, err := presence.GetServed(ctx, h, reg, watched, g.cfg.UnservedGrace, unserved)
 	call.EndSpan(fspan, err)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -128,7 +130,7 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	sink := func(m *rpc.ConnectRequest) error { return stream.SendMsg(gatewayFromAgent(m)) }
 	wctx, wspan := g.cfg.Tracer.Start(ctx, "kas.forward")
 	tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
-	err = tun.Forward(wctx, registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit), sink)
+	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), sink)
 	call.EndSpan(wspan, err)
 	if errors.Is(err, registry.ErrRetryOtherTunnel) {
 		// The routing kas kept the request: it sends the call to another tunnel, here or elsewhere.

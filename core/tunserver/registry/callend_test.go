@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // sendLog is a Connect stream as kas writes to it: it records what kas sends to the agent. Nothing in
@@ -54,7 +55,7 @@ func TestCallerGoneBeforeTheCallReachedTheTunnel(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		pump := StartRequestPump(newFakeStream(ctx), &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, DefaultReplayLimit)
+		pump := request.Start(silentCaller{ctx: ctx}, &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, request.DefaultReplayLimit)
 		if err := fw.Forward(ctx, pump, func(*rpc.ConnectRequest) error { return nil }); !errors.Is(err, context.Canceled) {
 			t.Fatalf("run %d: Forward: %v, want the caller's end", i, err)
 		}
@@ -104,14 +105,14 @@ func TestCallEndedBeforeAttachSendsNothing(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	pump := StartRequestPump(newFakeStream(ctx), &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, DefaultReplayLimit)
+	pump := request.Start(silentCaller{ctx: ctx}, &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, request.DefaultReplayLimit)
 	fwd := newForwarding(pump, func(*rpc.ConnectRequest) error { return nil }, true)
 	if err := tun.startForwarding(r, fwd); err != nil {
 		t.Fatal(err)
 	}
 	tun.endCall(fwd, errCallerCancelled)
-	if err := pump.attachTunnel(tun); !errors.Is(err, errCallOver) {
-		t.Fatalf("attach after the call ended: %v, want errCallOver", err)
+	if err := pump.Attach(&tunnelTarget{t: tun, info: pump.RequestInfo()}); !errors.Is(err, request.ErrCallOver) {
+		t.Fatalf("attach after the call ended: %v, want ErrCallOver", err)
 	}
 	if sent := log.states(); len(sent) != 0 {
 		t.Fatalf("kas sent %v to an agent that never got the call", sent)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +14,8 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
-
-// DefaultReplayLimit bounds the request bytes kept to replay a call on another tunnel when the agent
-// withdraws the first one before accepting the call. Calls with more request data in flight fail instead
-// in that (rare) race.
-const DefaultReplayLimit = 4 << 20
 
 // Sink takes the agent's answer to a call, one message at a time, for the caller.
 type Sink func(*rpc.ConnectRequest) error
@@ -103,7 +98,7 @@ const (
 
 // forwarding is one call on a tunnel, as the reader and Forward see it.
 type forwarding struct {
-	pump    *RequestPump
+	pump    *request.Pump
 	sink    Sink
 	checker rpc.Checker
 	reuse   bool
@@ -127,7 +122,7 @@ type forwarding struct {
 	drainTimer *time.Timer
 }
 
-func newForwarding(pump *RequestPump, sink Sink, reuse bool) *forwarding {
+func newForwarding(pump *request.Pump, sink Sink, reuse bool) *forwarding {
 	table := rpc.AgentToKas
 	if reuse {
 		table = rpc.AgentToKasReuse
@@ -152,7 +147,7 @@ func (f *forwarding) handle(res recvResult) (v verdict, over bool) {
 		if err := f.checker.Next(rpc.StateEOF); err != nil {
 			return verdict{kind: verdictViolation, err: err}, true
 		}
-		if !f.pump.accepted.Load() {
+		if !f.pump.Accepted() {
 			return verdict{kind: verdictWithdrawn}, true
 		}
 		return verdict{kind: verdictDone}, true
@@ -232,12 +227,12 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 // the caller went away, a status for the caller when the tunnel broke, or nil when the agent's answer
 // (including a final error status) went to sink. A single-use tunnel ends with its call; a reusable one
 // goes back to idle once both ends sent their call_end.
-func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) error {
+func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) error {
 	r := t.reg
 	if t.maxSend > 0 {
 		// gRPC ends a stream whose message it refuses to send: a request info that cannot fit must fail
 		// its call while the tunnel is still found, so that the tunnel goes back to idle untouched.
-		if n := proto.Size(pump.info); n > t.maxSend {
+		if n := proto.Size(pump.RequestInfo()); n > t.maxSend {
 			r.onLimit.Hit(tunserver.LimitMetadataSize)
 			return status.Errorf(codes.ResourceExhausted, "the call's request info is %d bytes, larger than a tunnel message may be (%d bytes): send less metadata", n, t.maxSend)
 		}
@@ -251,8 +246,8 @@ func (t *Tunnel) Forward(ctx context.Context, pump *RequestPump, sink Sink) erro
 	// (or, when the agent does not confirm it, of the tunnel) brings about.
 	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
-	if err := pump.attachTunnel(t); err != nil {
-		if errors.Is(err, errCallOver) {
+	if err := pump.Attach(&tunnelTarget{t: t, info: pump.RequestInfo()}); err != nil {
+		if errors.Is(err, request.ErrCallOver) {
 			// The caller went away before the call reached the tunnel: endCall gave the tunnel back.
 			return ctx.Err()
 		}
@@ -339,7 +334,7 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 		fwd.pump.Detach()
 		return
 	}
-	if !fwd.pump.detachForGood() {
+	if !fwd.pump.DetachForGood() {
 		// The caller went away before request_info went out (the end raced Forward's attach): the
 		// agent knows of no call, so neither side ends one, and the tunnel is idle again at once. A
 		// call_end now would reach an agent with no call and break the protocol.
@@ -351,12 +346,12 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 			r.finish(t, status.Errorf(codes.DeadlineExceeded, "the agent did not end its call within %s of kas ending it", t.drain), "")
 		})
 	}
-	// detachForGood above waited for a request frame being sent: call_end comes after every frame.
+	// DetachForGood above waited for a request frame being sent: call_end comes after every frame.
 	if why == nil {
 		// The call completed: the agent learns nothing from kas's end but that the tunnel is free, which
 		// can share a write with the tunnel's next call.
-		t.holdCallEnd()
-	} else if err := t.send(callEndMsg(why)); err != nil {
+		t.out.HoldCallEnd()
+	} else if err := t.out.Send(callEndMsg(why)); err != nil {
 		r.finish(t, nil, "")
 		return
 	}
@@ -365,15 +360,29 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 	}
 }
 
-// callEndMsg is kas's call_end, with why kas ended the call early.
-func callEndMsg(why error) *rpc.ConnectResponse {
-	if why == nil {
-		return callEndOK
-	}
-	return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{Status: status.Convert(why).Proto()}}}
+// closeSendMsg is built once: protobuf messages are safe to marshal from several goroutines at once.
+var closeSendMsg = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}}
+
+// tunnelTarget sends the request into a tunnel: request_info first, then messages and close_send.
+type tunnelTarget struct {
+	t    *Tunnel
+	info *rpc.ConnectResponse
 }
 
-var callEndOK = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{}}}
+func (tt *tunnelTarget) Begin() error { return tt.t.out.Send(tt.info) }
+
+func (tt *tunnelTarget) Send(f request.Frame) error {
+	if f.End {
+		return tt.t.out.Send(closeSendMsg)
+	}
+	return tt.t.out.Send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
+}
+
+// callEndMsg is kas's call_end, with why kas ended the call early (a completed call's goes through
+// HoldCallEnd).
+func callEndMsg(why error) *rpc.ConnectResponse {
+	return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{Status: status.Convert(why).Proto()}}}
+}
 
 var errCallerCancelled = status.Error(codes.Canceled, "the caller cancelled the call")
 

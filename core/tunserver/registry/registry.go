@@ -13,6 +13,8 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // DefaultRegistryStripes is the number of independently locked parts of the registry. Agents are spread
@@ -59,9 +61,8 @@ type agentEntry struct {
 	// yet: they count against MaxTunnelsPerAgent from the start, so that streams which never finish
 	// their handshake cannot pile up uncounted.
 	pending int
-	// descs are the descriptors of the tunnels counted in tunnels, each once with its count (see
-	// Presence): an agent sends one descriptor on all its tunnels, two or so while it is upgraded.
-	descs []descCount
+	// descs are the descriptors of the tunnels counted in tunnels (see Presence).
+	descs descriptor.Set
 }
 
 type findRequest struct {
@@ -97,6 +98,13 @@ type Limits struct {
 	// the caller's to choose, so a per-agent bound alone does not bound the whole.
 	MaxWaiting int
 }
+
+// The descriptor bounds (see package descriptor), under the names kas's limits use.
+const (
+	MaxDescriptorServices     = descriptor.MaxServices
+	MaxDescriptorMethods      = descriptor.MaxMethods
+	DefaultMaxDescriptorBytes = descriptor.DefaultMaxBytes
+)
 
 // SetLimits sets the registry's limits and the function told when one bites (it runs under a registry
 // lock: it must return at once). Set them before the registry is used.
@@ -174,7 +182,7 @@ type Handle interface {
 
 // Forwarder carries one call over a tunnel of this kas: a *Tunnel.
 type Forwarder interface {
-	Forward(ctx context.Context, pump *RequestPump, sink Sink) error
+	Forward(ctx context.Context, pump *request.Pump, sink Sink) error
 	AgentID() int64
 }
 
@@ -193,7 +201,7 @@ func (r *Registry) FindTunnel(agentID int64, service, method string) (found bool
 	if e != nil {
 		for i := len(e.idle) - 1; i >= 0; i-- {
 			t := e.idle[i]
-			if !t.desc.supports(service, method) {
+			if !t.desc.Supports(service, method) {
 				continue
 			}
 			e.idle = slices.Delete(e.idle, i, i+1)
@@ -375,7 +383,7 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 		return errShuttingDown
 	}
 	e.tunnels++
-	e.addDesc(t.desc)
+	e.descs.Add(t.desc)
 	r.opened.Add(1)
 	if e.tunnels == 1 {
 		r.agents.Add(1)
@@ -396,7 +404,7 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 // s.mu must be held; t must be idle and counted in r.idle.
 func (r *Registry) placeLocked(e *agentEntry, t *Tunnel) {
 	for i, req := range e.waiting {
-		if !t.desc.supports(req.service, req.method) {
+		if !t.desc.Supports(req.service, req.method) {
 			continue
 		}
 		e.waiting = slices.Delete(e.waiting, i, i+1)
@@ -507,7 +515,7 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 	}
 	if e != nil {
 		e.tunnels--
-		e.removeDesc(t.desc)
+		e.descs.Remove(t.desc)
 		if e.tunnels == 0 {
 			r.agents.Add(-1)
 			r.log.Debug("agent disconnected", "agent_id", t.agentID)

@@ -14,11 +14,12 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 )
 
 const testService = "test.Svc"
 
-func desc(t *testing.T, methods ...string) DescriptorIndex {
+func desc(t *testing.T, methods ...string) descriptor.Index {
 	t.Helper()
 	s := &rpc.Service{Name: testService}
 	for _, m := range methods {
@@ -27,7 +28,7 @@ func desc(t *testing.T, methods ...string) DescriptorIndex {
 	if len(methods) == 0 {
 		s.AllMethods = true
 	}
-	d, err := NewDescriptorIndex(&rpc.AgentDescriptor{Services: []*rpc.Service{s}})
+	d, err := descriptor.NewIndex(&rpc.AgentDescriptor{Services: []*rpc.Service{s}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,11 +287,10 @@ func TestRaceTunnelArrivesAsCallGivesUp(t *testing.T) {
 		_, h := r.FindTunnel(1, testService, "M")
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		var tun *Tunnel
+		tun := newTunnel(r, 1, desc(t), nil)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			tun = newTunnel(r, 1, DescriptorIndex{services: map[string]map[string]struct{}{testService: nil}}, nil)
 			if r.Reserve(1) == nil {
 				_ = r.addTunnel(tun)
 			}
@@ -360,35 +360,6 @@ func TestStopFailsWaitingCallsAndRefusesNewOnes(t *testing.T) {
 		t.Fatalf("new tunnel after stop: %v", err)
 	}
 	wantStats(t, r, Stats{})
-}
-
-func TestDescriptorIndex(t *testing.T) {
-	d, err := NewDescriptorIndex(&rpc.AgentDescriptor{Services: []*rpc.Service{
-		{Name: "a.A", Methods: []*rpc.Method{{Name: "X"}, {Name: "Y"}}},
-		{Name: "b.B", AllMethods: true},
-		{Name: "a.A", Methods: []*rpc.Method{{Name: "Z"}}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		svc, m string
-		want   bool
-	}{{"a.A", "X", true}, {"a.A", "Z", true}, {"a.A", "W", false}, {"b.B", "Anything", true}, {"c.C", "X", false}} {
-		if got := d.supports(c.svc, c.m); got != c.want {
-			t.Errorf("supports(%s, %s) = %v", c.svc, c.m, got)
-		}
-	}
-	if _, err := NewDescriptorIndex(&rpc.AgentDescriptor{Services: []*rpc.Service{{Name: ""}}}); err == nil {
-		t.Error("a service without a name was accepted")
-	}
-	many := &rpc.AgentDescriptor{}
-	for range MaxDescriptorServices + 1 {
-		many.Services = append(many.Services, &rpc.Service{Name: "s", AllMethods: true})
-	}
-	if _, err := NewDescriptorIndex(many); err == nil {
-		t.Error("an oversized descriptor was accepted")
-	}
 }
 
 func TestWaitingIsBoundedAcrossAgents(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 )
 
 // TunnelDeadline is when kas ends an idle tunnel stream: at 30% of the max connection age plus up to 5%
@@ -45,7 +46,7 @@ const DefaultDrain = 10 * time.Second
 // Serve holds the agent's reserved place (see Reserve) as a tunnel on stream, whose descriptor desc
 // was read, until the tunnel ends. It returns why it ended, for the rpc.TunnelEndReasonKey trailer
 // (empty for none), and the status the Connect handler returns.
-func (r *Registry) Serve(agentID int64, desc DescriptorIndex, stream rpc.ReverseTunnel_ConnectServer, opts TunnelOptions) (reason string, err error) {
+func (r *Registry) Serve(agentID int64, desc descriptor.Index, stream rpc.ReverseTunnel_ConnectServer, opts TunnelOptions) (reason string, err error) {
 	t := newTunnel(r, agentID, desc, stream)
 	t.maxSend = opts.MaxSend
 	t.reuse = opts.Reuse
@@ -70,7 +71,7 @@ func (r *Registry) Serve(agentID int64, desc DescriptorIndex, stream rpc.Reverse
 		r.expire(t, rpc.EndReasonMaxAge)
 		<-t.done
 	}
-	t.closeSend()
+	t.out.Close()
 	t.mu.Lock()
 	reason, endErr := t.endReason, t.endErr
 	t.mu.Unlock()

@@ -3,13 +3,11 @@ package registry
 import (
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/tunnelwriter"
 )
 
 // TunnelState is where a tunnel is in its life. Every change goes through move, which checks it against
@@ -77,7 +75,7 @@ type recvResult struct {
 type Tunnel struct {
 	reg     *Registry
 	agentID int64
-	desc    DescriptorIndex
+	desc    descriptor.Index
 	stream  rpc.ReverseTunnel_ConnectServer
 	// maxSend is the largest message the stream may send (0: not checked here).
 	maxSend int
@@ -105,21 +103,18 @@ type Tunnel struct {
 	// done is closed when the tunnel reaches TunnelDone; the Connect handler then returns endErr.
 	done chan struct{}
 
-	sendMu     sync.Mutex
-	sendClosed atomic.Bool
-	// endHeld: kas's call_end of the last call is still to be sent (see holdCallEnd); endFlush sends it
-	// when no other message does first. Both guarded by sendMu.
-	endHeld  bool
-	endFlush *time.Timer
+	// out is the only way to the agent: every send goes through it.
+	out tunnelwriter.Writer
 }
 
-func newTunnel(r *Registry, agentID int64, desc DescriptorIndex, stream rpc.ReverseTunnel_ConnectServer) *Tunnel {
+func newTunnel(r *Registry, agentID int64, desc descriptor.Index, stream rpc.ReverseTunnel_ConnectServer) *Tunnel {
 	return &Tunnel{
 		reg:     r,
 		agentID: agentID,
 		desc:    desc,
 		stream:  stream,
 		done:    make(chan struct{}),
+		out:     tunnelwriter.Writer{Stream: stream},
 	}
 }
 
@@ -145,92 +140,5 @@ func (t *Tunnel) moveLocked(to TunnelState) error {
 	return nil
 }
 
-// send writes one message to the agent unless the Connect handler has finished (or is finishing). A held
-// call_end goes first.
-func (t *Tunnel) send(m *rpc.ConnectResponse) error {
-	t.sendMu.Lock()
-	defer t.sendMu.Unlock()
-	if t.sendClosed.Load() {
-		return errTunnelClosed
-	}
-	if t.endHeld {
-		t.endHeld = false
-		if err := t.stream.Send(callEndOK); err != nil {
-			return err
-		}
-	}
-	return t.stream.Send(m)
-}
-
-// CallEndDelay is how long kas may hold the call_end of a call that completed (the agent's answer is
-// all in) before sending it alone. Held, it leaves in the same write as the next call's request_info
-// when that call comes sooner, as it does under load: on a link of a few microseconds every write and
-// wake-up counts, and a call through kas's public API saves one of its six. The agent's view of the
-// tunnel does not change: it is busy until kas's call_end, so the agent may open its next spare tunnel
-// up to this much later. Far below any agent's drain timeout (10 s by default).
-const CallEndDelay = time.Millisecond
-
-// holdCallEnd sends kas's call_end of a completed call with the tunnel's next message, or after
-// CallEndDelay.
-func (t *Tunnel) holdCallEnd() {
-	t.sendMu.Lock()
-	defer t.sendMu.Unlock()
-	t.endHeld = true
-	if t.endFlush == nil {
-		t.endFlush = time.AfterFunc(CallEndDelay, t.flushCallEnd)
-		return
-	}
-	t.endFlush.Reset(CallEndDelay)
-}
-
-// flushCallEnd sends a call_end that is still held. A failed send is the stream's end, which the
-// reader reports.
-func (t *Tunnel) flushCallEnd() {
-	t.sendMu.Lock()
-	defer t.sendMu.Unlock()
-	if !t.endHeld || t.sendClosed.Load() {
-		return
-	}
-	t.endHeld = false
-	_ = t.stream.Send(callEndOK)
-}
-
-// closeSendWait bounds how long the Connect handler waits for a send in progress before it returns.
-const closeSendWait = time.Second
-
-// closeSend forbids further sends and waits for a send in progress, at most closeSendWait: after it the
-// Connect handler may return. A send still in progress then is blocked on flow control by an agent that
-// stopped reading, and only the handler's return ends the stream and so that send (gRPC's SendMsg returns
-// once the stream is done): waiting for it would leave the tunnel, its call and this handler to the
-// agent's mercy.
-func (t *Tunnel) closeSend() {
-	t.sendClosed.Store(true)
-	if t.sendMu.TryLock() { // no send in progress: the common case
-		t.stopFlushLocked()
-		t.sendMu.Unlock()
-		return
-	}
-	sent := make(chan struct{})
-	go func() {
-		t.sendMu.Lock()
-		t.stopFlushLocked()
-		t.sendMu.Unlock()
-		close(sent)
-	}()
-	timer := time.NewTimer(closeSendWait)
-	defer timer.Stop()
-	select {
-	case <-sent:
-	case <-timer.C:
-	}
-}
-
-// stopFlushLocked stops a pending flush of a held call_end: the stream ends without it (the agent then
-// takes the tunnel for ended, whatever its state). t.sendMu must be held.
-func (t *Tunnel) stopFlushLocked() {
-	if t.endFlush != nil {
-		t.endFlush.Stop()
-	}
-}
-
-var errTunnelClosed = status.Error(codes.Unavailable, "tunnel closed")
+// CallEndDelay is tunnelwriter.CallEndDelay, under the name the agent's side refers to.
+const CallEndDelay = tunnelwriter.CallEndDelay

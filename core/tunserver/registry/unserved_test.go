@@ -8,9 +8,11 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 )
 
-func wantPresence(t *testing.T, r *Registry, method string, want Presence) {
+func wantPresence(t *testing.T, r *Registry, method string, want presence.Presence) {
 	t.Helper()
 	if got := r.Presence(1, testService, method); got != want {
 		t.Fatalf("presence for %s: %s, want %s", method, got, want)
@@ -19,11 +21,11 @@ func wantPresence(t *testing.T, r *Registry, method string, want Presence) {
 
 func TestPresenceFollowsTunnels(t *testing.T) {
 	r := New(nil, 4)
-	wantPresence(t, r, "A", AgentAbsent)
+	wantPresence(t, r, "A", presence.AgentAbsent)
 	if err := r.Reserve(1); err != nil {
 		t.Fatal(err)
 	}
-	wantPresence(t, r, "A", AgentAbsent) // a tunnel in its handshake announced nothing yet
+	wantPresence(t, r, "A", presence.AgentAbsent) // a tunnel in its handshake announced nothing yet
 	r.CancelReservation(1)
 
 	a1 := newIdle(t, r, "A")
@@ -34,11 +36,11 @@ func TestPresenceFollowsTunnels(t *testing.T) {
 	if err := r.addTunnel(a2); err != nil {
 		t.Fatal(err)
 	}
-	wantPresence(t, r, "A", MethodServed)
-	wantPresence(t, r, "B", MethodUnserved)
+	wantPresence(t, r, "A", presence.MethodServed)
+	wantPresence(t, r, "B", presence.MethodUnserved)
 	b := newIdle(t, r, "B")
-	wantPresence(t, r, "B", MethodServed)
-	if n := len(r.stripe(1).agents[1].descs); n != 2 {
+	wantPresence(t, r, "B", presence.MethodServed)
+	if n := r.stripe(1).agents[1].descs.Len(); n != 2 {
 		t.Fatalf("%d descriptors kept for two distinct ones", n)
 	}
 
@@ -47,23 +49,23 @@ func TestPresenceFollowsTunnels(t *testing.T) {
 	if !found {
 		t.Fatal("idle tunnel for B not found")
 	}
-	wantPresence(t, r, "B", MethodServed)
+	wantPresence(t, r, "B", presence.MethodServed)
 	h.Done()
 
 	r.finish(b, nil, "")
-	wantPresence(t, r, "B", MethodUnserved)
+	wantPresence(t, r, "B", presence.MethodUnserved)
 	r.finish(a1, nil, "")
-	wantPresence(t, r, "A", MethodServed)
+	wantPresence(t, r, "A", presence.MethodServed)
 	r.finish(a2, nil, "")
-	wantPresence(t, r, "A", AgentAbsent)
+	wantPresence(t, r, "A", presence.AgentAbsent)
 }
 
 // getServed runs GetServed for method of agent 1 the way the finder does.
 func getServed(ctx context.Context, r *Registry, method string, grace time.Duration) (Forwarder, error) {
 	_, h := r.FindTunnel(1, testService, method)
 	defer h.Done()
-	presence := func() Presence { return r.Presence(1, testService, method) }
-	return GetServed(ctx, h, presence, grace, UnservedError(1, "/"+testService+"/"+method, grace))
+	c := presence.Call{AgentID: 1, Service: testService, Method: method}
+	return presence.GetServed(ctx, h, r, c, grace, presence.UnservedError(1, "/"+testService+"/"+method, grace))
 }
 
 func TestGetServedUnservedFailsAfterGrace(t *testing.T) {

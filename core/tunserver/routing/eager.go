@@ -15,7 +15,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Eager gateway defaults.
@@ -116,7 +116,7 @@ func (g *eagerGateway) Release() {
 	}
 }
 
-func (g *eagerGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	conn, err := g.f.cfg.Dialer.Conn(g.url)
 	if err != nil {
 		return g.missed()

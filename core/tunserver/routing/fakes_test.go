@@ -18,6 +18,8 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Fakes shared by the router and finder tests: the caller's stream, gateways and a finder for the
@@ -187,11 +189,11 @@ func findsInTurn(gws ...Gateway) *fakeFinder {
 // fakeGateway forwards a call with forward (answering nothing when nil) and counts its releases.
 type fakeGateway struct {
 	url      string
-	forward  func(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error
+	forward  func(ctx context.Context, pump *request.Pump, w *callerWriter) error
 	released atomic.Int32
 }
 
-func (g *fakeGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *fakeGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	if g.forward == nil {
 		return nil
 	}
@@ -208,7 +210,7 @@ func (testCaller) MayReach(int64) bool { return true }
 // --- this kas's tunnels, for the Finder ---
 
 // fakeSource is this kas's registry with one handle: found at once or not. presence is what it says of
-// the agent (registry.AgentAbsent unless a test sets it).
+// the agent (presence.AgentAbsent unless a test sets it).
 type fakeSource struct {
 	found    bool
 	handle   *fakeHandle
@@ -219,11 +221,11 @@ func (s *fakeSource) FindTunnel(int64, string, string) (bool, registry.Handle) {
 	return s.found, s.handle
 }
 
-func (s *fakeSource) Presence(int64, string, string) registry.Presence {
-	return registry.Presence(s.presence.Load())
+func (s *fakeSource) Presence(int64, string, string) presence.Presence {
+	return presence.Presence(s.presence.Load())
 }
 
-func (s *fakeSource) setPresence(p registry.Presence) { s.presence.Store(int32(p)) }
+func (s *fakeSource) setPresence(p presence.Presence) { s.presence.Store(int32(p)) }
 
 // fakeHandle is a call's claim on a tunnel of this kas: Get returns the tunnel once ready is closed.
 type fakeHandle struct {
@@ -250,7 +252,7 @@ func (h *fakeHandle) Done() { h.doneOnce.Do(func() { close(h.done) }) }
 
 type fakeForwarder struct{}
 
-func (*fakeForwarder) Forward(context.Context, *registry.RequestPump, registry.Sink) error {
+func (*fakeForwarder) Forward(context.Context, *request.Pump, registry.Sink) error {
 	return nil
 }
 func (*fakeForwarder) AgentID() int64 { return testAgentID }

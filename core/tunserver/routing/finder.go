@@ -20,6 +20,8 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Finder defaults.
@@ -49,7 +51,7 @@ type FindRequest struct {
 type Gateway interface {
 	// Forward carries the call: its request from pump, the agent's answer to w. It returns
 	// registry.ErrRetryOtherTunnel when the call may go to another tunnel.
-	Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error
+	Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error
 	// URL is the gateway kas's private URL; empty for this kas.
 	URL() string
 	// Release gives back a tunnel that was not used and ends a gateway stream.
@@ -62,7 +64,7 @@ type localGateway struct {
 	tunnel registry.Forwarder
 }
 
-func (g *localGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *localGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	return g.tunnel.Forward(ctx, pump, w.agentMessage)
 }
 func (g *localGateway) URL() string { return "" }
@@ -77,7 +79,7 @@ type remoteGateway struct {
 	eager bool
 }
 
-func (g *remoteGateway) Forward(ctx context.Context, pump *registry.RequestPump, w *callerWriter) error {
+func (g *remoteGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
 	return forwardRemote(ctx, w, g.stream, pump)
 }
 func (g *remoteGateway) URL() string { return g.url }
@@ -87,7 +89,7 @@ func (g *remoteGateway) Release()    { g.cancel() }
 type TunnelSource interface {
 	FindTunnel(agentID int64, service, method string) (found bool, h registry.Handle)
 	// Presence tells whether the agent's tunnels here serve the method (see registry.Presence).
-	Presence(agentID int64, service, method string) registry.Presence
+	Presence(agentID int64, service, method string) presence.Presence
 }
 
 // GatewayFinder finds the gateway for a call. When no gateway has a tunnel within FindTimeout it returns
@@ -125,8 +127,8 @@ type FinderConfig struct {
 	// round trip (see eagerGateway). Zero means DefaultEagerTTL; negative turns eager streams off.
 	EagerTTL time.Duration
 	// UnservedGrace: a call whose agent is connected, with tunnels none of which serve the method,
-	// fails with Unimplemented after this grace (see registry.WatchUnserved) instead of waiting the
-	// whole find timeout. Zero means registry.DefaultUnservedGrace; negative waits the find timeout.
+	// fails with Unimplemented after this grace (see presence.WatchUnserved) instead of waiting the
+	// whole find timeout. Zero means presence.DefaultUnservedGrace; negative waits the find timeout.
 	UnservedGrace time.Duration
 	Log           *slog.Logger
 }
@@ -166,7 +168,7 @@ func NewFinder(cfg FinderConfig) *Finder {
 		cfg.BackoffMax = max(DefaultGatewayBackoffMax, cfg.BackoffMin)
 	}
 	if cfg.UnservedGrace == 0 {
-		cfg.UnservedGrace = registry.DefaultUnservedGrace
+		cfg.UnservedGrace = presence.DefaultUnservedGrace
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -207,7 +209,7 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
 	defer cancel()
 	if f.cfg.Directory == nil {
-		t, err := registry.GetServed(findCtx, h, f.presence(req), f.cfg.UnservedGrace, f.unservedError(req))
+		t, err := presence.GetServed(findCtx, h, f.cfg.Registry, req.watched(), f.cfg.UnservedGrace, f.unservedError(req))
 		if err != nil {
 			h.Done()
 			return nil, findErr(ctx, findCtx, req, err)
@@ -299,7 +301,7 @@ func (s *search) waitLocal(h registry.Handle) {
 	go func() {
 		defer close(watched)
 		if s.f.cfg.UnservedGrace > 0 {
-			registry.WatchUnserved(wctx, s.f.presence(s.req), s.f.cfg.UnservedGrace, func(u bool) {
+			presence.WatchUnserved(wctx, s.f.cfg.Registry, s.req.watched(), s.f.cfg.UnservedGrace, func(u bool) {
 				select {
 				case s.verdicts <- u:
 				case <-s.abandoned:

@@ -2,7 +2,7 @@ package routing
 
 import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 	"google.golang.org/grpc"
 )
 
@@ -13,7 +13,7 @@ type gatewayTarget struct {
 
 func (gt *gatewayTarget) Begin() error { return nil }
 
-func (gt *gatewayTarget) Send(f registry.Frame) error {
+func (gt *gatewayTarget) Send(f request.Frame) error {
 	if f.End {
 		return gt.cs.CloseSend()
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,7 +16,7 @@ import (
 // forwardRemote carries the call through a gateway kas that has a tunnel ready: the request through the
 // pump, the gateway's messages to the caller. It returns registry.ErrRetryOtherTunnel when the gateway lost its
 // tunnel before the agent accepted the call and the request can be replayed.
-func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *registry.RequestPump) error {
+func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *request.Pump) error {
 	// A failed attach means the stream is over: its status comes from RecvMsg.
 	_ = pump.Attach(&gatewayTarget{cs: gw})
 	defer pump.Detach()
@@ -25,7 +26,7 @@ func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, p
 }
 
 // relayGateway passes the gateway's answer to the caller, from tunnel_ready on (checker's state).
-func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *registry.RequestPump, checker rpc.Checker) error {
+func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *request.Pump, checker rpc.Checker) error {
 	accepted := false
 	for {
 		var m rpc.GatewayResponse

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 )
 
 // RepeatWindow is how long after a call failed for want of a tunnel (the find timeout, or the agent
@@ -32,13 +32,13 @@ type repeatKey struct {
 
 type repeatVerdict struct {
 	err      error
-	presence registry.Presence
+	presence presence.Presence
 	at       time.Time
 }
 
 // repeats remembers the latest failures for RepeatWindow.
 type repeats struct {
-	presence func(agentID int64, service, method string) registry.Presence
+	presence func(agentID int64, service, method string) presence.Presence
 	// latest is when the newest failure was remembered (UnixNano): while it is older than
 	// RepeatWindow, nothing is remembered and calls skip the map (and the peer's address string).
 	latest atomic.Int64
@@ -46,7 +46,7 @@ type repeats struct {
 	m      map[repeatKey]repeatVerdict
 }
 
-func newRepeats(presence func(agentID int64, service, method string) registry.Presence) *repeats {
+func newRepeats(presence func(agentID int64, service, method string) presence.Presence) *repeats {
 	return &repeats{presence: presence, m: map[repeatKey]repeatVerdict{}}
 }
 

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 )
 
 func peerCtx(port int) context.Context {
@@ -23,8 +23,8 @@ func peerCtx(port int) context.Context {
 
 func TestRepeatsAnswerSameClientAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var presence atomic.Int32 // registry.AgentAbsent
-		r := newRepeats(func(int64, string, string) registry.Presence { return registry.Presence(presence.Load()) })
+		var now atomic.Int32 // presence.AgentAbsent
+		r := newRepeats(func(int64, string, string) presence.Presence { return presence.Presence(now.Load()) })
 		c := call.Call{AgentID: 7, FullMethod: "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 			Service: "grpc.reflection.v1.ServerReflection", Method: "ServerReflectionInfo"}
 		client := peerCtx(5000)
@@ -50,11 +50,11 @@ func TestRepeatsAnswerSameClientAtOnce(t *testing.T) {
 		if err := r.lookup(client, other); err != nil {
 			t.Fatalf("another method: %v", err)
 		}
-		presence.Store(int32(registry.MethodServed))
+		now.Store(int32(presence.MethodServed))
 		if err := r.lookup(client, c); err != nil {
 			t.Fatalf("the agent connected since: %v", err)
 		}
-		presence.Store(int32(registry.AgentAbsent))
+		now.Store(int32(presence.AgentAbsent))
 		time.Sleep(RepeatWindow)
 		if err := r.lookup(client, c); err != nil {
 			t.Fatalf("after the window: %v", err)
@@ -72,7 +72,7 @@ func TestRepeatsWithoutPresenceRememberNothing(t *testing.T) {
 }
 
 func TestRepeatsBounded(t *testing.T) {
-	r := newRepeats(func(int64, string, string) registry.Presence { return registry.AgentAbsent })
+	r := newRepeats(func(int64, string, string) presence.Presence { return presence.AgentAbsent })
 	for i := range maxRepeats + 10 {
 		r.remember(peerCtx(i), call.Call{AgentID: 1, FullMethod: "/s/m"}, status.Error(codes.Unimplemented, "no"))
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -45,7 +47,7 @@ type RouterConfig struct {
 	// Presence is this kas's registry.Presence. With it, a call that repeats a call from the same
 	// client connection that just failed for want of a tunnel gets the same answer at once (see
 	// RepeatWindow); nil: every call waits.
-	Presence func(agentID int64, service, method string) registry.Presence
+	Presence func(agentID int64, service, method string) presence.Presence
 	// Meter records the routing metrics. Nil records nothing.
 	Meter metric.Meter
 	// Tracer records routing spans (route, find gateway, forward). Nil records nothing; trace context
@@ -111,7 +113,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		r.log.Debug("call repeats one that just failed, answered at once", "agent_id", c.AgentID, "method", c.FullMethod, "err", err)
 		return err
 	}
-	pump := registry.StartRequestPump(stream, c.Info, registry.DefaultReplayLimit)
+	pump := request.Start(stream, c.Info, request.DefaultReplayLimit)
 	w := &callerWriter{caller: stream}
 	// retry: the call was withdrawn from a tunnel and is routed again; noEager: the remembered gateway
 	// had no tunnel, which is no retry (the call is found for the first time).

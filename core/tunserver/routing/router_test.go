@@ -18,6 +18,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // testRouter is a Router over a fake finder, with its metrics and limit hits at hand.
@@ -199,7 +200,7 @@ func TestRouterFindTimeout(t *testing.T) {
 }
 
 func TestRouterFoundRecordsSuccess(t *testing.T) {
-	gw := &fakeGateway{forward: func(_ context.Context, _ *registry.RequestPump, w *callerWriter) error {
+	gw := &fakeGateway{forward: func(_ context.Context, _ *request.Pump, w *callerWriter) error {
 		return agentAnswer(w, "pong", nil)
 	}}
 	tr := newTestRouter(t, findsInTurn(gw), RouterConfig{})
@@ -229,7 +230,7 @@ func TestRouterReturnsAgentStatus(t *testing.T) {
 		{name: "error that says OK", status: status.New(codes.OK, ""), want: codes.Unknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gw := &fakeGateway{forward: func(_ context.Context, _ *registry.RequestPump, w *callerWriter) error {
+			gw := &fakeGateway{forward: func(_ context.Context, _ *request.Pump, w *callerWriter) error {
 				return agentAnswer(w, "partial", tc.status)
 			}}
 			tr := newTestRouter(t, findsInTurn(gw), RouterConfig{})
@@ -244,7 +245,7 @@ func TestRouterReturnsAgentStatus(t *testing.T) {
 }
 
 func TestRouterForwardErrorIsTheCallsStatus(t *testing.T) {
-	gw := &fakeGateway{forward: func(context.Context, *registry.RequestPump, *callerWriter) error {
+	gw := &fakeGateway{forward: func(context.Context, *request.Pump, *callerWriter) error {
 		return status.Error(codes.Unavailable, "tunnel to agent 42 broke")
 	}}
 	tr := newTestRouter(t, findsInTurn(gw), RouterConfig{})
@@ -260,7 +261,7 @@ func TestRouterForwardErrorIsTheCallsStatus(t *testing.T) {
 func TestRouterRetriesWithdrawnTunnelOnOtherGateway(t *testing.T) {
 	first := newClientStream(context.Background(), "first", testMethod)
 	second := newClientStream(context.Background(), "second", testMethod)
-	g1 := &fakeGateway{url: "grpc://first", forward: func(_ context.Context, pump *registry.RequestPump, _ *callerWriter) error {
+	g1 := &fakeGateway{url: "grpc://first", forward: func(_ context.Context, pump *request.Pump, _ *callerWriter) error {
 		if err := pump.Attach(&gatewayTarget{cs: first}); err != nil {
 			return err
 		}
@@ -274,7 +275,7 @@ func TestRouterRetriesWithdrawnTunnelOnOtherGateway(t *testing.T) {
 		}
 		return registry.ErrRetryOtherTunnel
 	}}
-	g2 := &fakeGateway{forward: func(_ context.Context, pump *registry.RequestPump, w *callerWriter) error {
+	g2 := &fakeGateway{forward: func(_ context.Context, pump *request.Pump, w *callerWriter) error {
 		if err := pump.Attach(&gatewayTarget{cs: second}); err != nil {
 			return err
 		}
@@ -298,7 +299,7 @@ func TestRouterRetriesWithdrawnTunnelOnOtherGateway(t *testing.T) {
 }
 
 func TestRouterRetryWithoutOtherTunnelTimesOut(t *testing.T) {
-	withdrawn := &fakeGateway{forward: func(context.Context, *registry.RequestPump, *callerWriter) error {
+	withdrawn := &fakeGateway{forward: func(context.Context, *request.Pump, *callerWriter) error {
 		return registry.ErrRetryOtherTunnel
 	}}
 	tr := newTestRouter(t, findsInTurn(withdrawn), RouterConfig{FindTimeout: time.Second})
@@ -353,7 +354,7 @@ func TestRouterThroughRemoteGateway(t *testing.T) {
 // moves to another gateway with its request replayed.
 func TestRouterRemoteRetryTrailerMovesCall(t *testing.T) {
 	second := newClientStream(context.Background(), "second", testMethod)
-	local := &fakeGateway{forward: func(_ context.Context, pump *registry.RequestPump, w *callerWriter) error {
+	local := &fakeGateway{forward: func(_ context.Context, pump *request.Pump, w *callerWriter) error {
 		if err := pump.Attach(&gatewayTarget{cs: second}); err != nil {
 			return err
 		}

@@ -4,13 +4,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 )
 
 // A call for a method that the agent's connected tunnels do not serve fails with Unimplemented after
 // the unserved grace, wherever those tunnels are:
 //
-//   - kas alone: the local wait gives up (registry.GetServed).
+//   - kas alone: the local wait gives up (presence.GetServed).
 //   - several kas: each gateway judges its own tunnels and answers Unimplemented, marked with
 //     rpc.GatewayUnservedTrailerKey; the routing kas fails the call once this kas (which judges its
 //     own tunnels, or holds none of the agent's) and every other kas the tracker lists have said so.
@@ -24,13 +24,13 @@ type gatewayUnservedError struct{ err error }
 
 func (e *gatewayUnservedError) Error() string { return e.err.Error() }
 
-// presence binds the registry's Presence to one call.
-func (f *Finder) presence(req FindRequest) registry.PresenceFunc {
-	return func() registry.Presence { return f.cfg.Registry.Presence(req.AgentID, req.Service, req.Method) }
+// watched is what the unserved watch asks this kas's registry about the call.
+func (req FindRequest) watched() presence.Call {
+	return presence.Call{AgentID: req.AgentID, Service: req.Service, Method: req.Method}
 }
 
 func (f *Finder) unservedError(req FindRequest) error {
-	return registry.UnservedError(req.AgentID, req.FullMethod, f.cfg.UnservedGrace)
+	return presence.UnservedError(req.AgentID, req.FullMethod, f.cfg.UnservedGrace)
 }
 
 // unservedEverywhere is the call's Unimplemented status once every kas that holds the agent's tunnels
@@ -40,7 +40,7 @@ func (s *search) unservedEverywhere() error {
 		return nil
 	}
 	local := s.localUnserved
-	if !local && s.f.cfg.Registry.Presence(s.req.AgentID, s.req.Service, s.req.Method) != registry.AgentAbsent {
+	if !local && s.f.cfg.Registry.Presence(s.req.AgentID, s.req.Service, s.req.Method) != presence.AgentAbsent {
 		return nil // this kas serves it, or has not judged yet
 	}
 	remote := 0

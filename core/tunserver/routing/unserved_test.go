@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 )
 
-// findTimeout is long next to the unserved grace (registry.DefaultUnservedGrace), so that a find that
+// findTimeout is long next to the unserved grace (presence.DefaultUnservedGrace), so that a find that
 // ends early says so.
 const findTimeout = 30 * time.Second
 
@@ -29,7 +29,7 @@ func wantUnimplemented(t *testing.T, err error, contains string) {
 func TestFinderAloneUnservedFailsAfterGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newTestFinder(t)
-		f.source.setPresence(registry.MethodUnserved)
+		f.source.setPresence(presence.MethodUnserved)
 		start := time.Now()
 		_, err := f.FindGateway(t.Context(), findRequest(findTimeout))
 		wantUnimplemented(t, err, "agent 42 is connected but does not serve "+testMethod)
@@ -46,7 +46,7 @@ func TestFinderAloneGraceDisabledWaitsFindTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newTestFinder(t)
 		f.cfg.UnservedGrace = -1
-		f.source.setPresence(registry.MethodUnserved)
+		f.source.setPresence(presence.MethodUnserved)
 		_, err := f.FindGateway(t.Context(), findRequest(findTimeout))
 		wantFindTimeout(t, err)
 	})
@@ -77,7 +77,7 @@ func TestFinderRemoteUnservedAndAbsentHereFails(t *testing.T) {
 func TestFinderLocalUnservedWaitsForListedGateway(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newTestFinder(t, peerURL)
-		f.source.setPresence(registry.MethodUnserved)
+		f.source.setPresence(presence.MethodUnserved)
 		res := f.findAsync(t.Context(), findTimeout)
 		cs := waitFor(t, f.dialer.streams, "a gateway stream")
 		cs.reply(noTunnel)
@@ -96,11 +96,11 @@ func TestFinderLocalUnservedWaitsForListedGateway(t *testing.T) {
 func TestFinderLocalUnservedTrackerListsOnlySelf(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newTestFinder(t, []string{}...)
-		f.source.setPresence(registry.MethodUnserved)
+		f.source.setPresence(presence.MethodUnserved)
 		start := time.Now()
 		_, err := f.FindGateway(t.Context(), findRequest(findTimeout))
 		wantUnimplemented(t, err, "agent 42 is connected but does not serve")
-		if d := time.Since(start); d < registry.DefaultUnservedGrace || d >= findTimeout {
+		if d := time.Since(start); d < presence.DefaultUnservedGrace || d >= findTimeout {
 			t.Fatalf("failed after %s", d)
 		}
 	})

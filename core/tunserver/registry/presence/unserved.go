@@ -1,4 +1,4 @@
-package registry
+package presence
 
 import (
 	"context"
@@ -14,26 +14,22 @@ import (
 // that serves it, short next to the find timeout that an agent that is not connected gets.
 const DefaultUnservedGrace = time.Second
 
-// PresenceFunc reports, each time it is called, the agent's presence on this kas for one call's method
-// (Registry.Presence bound to the call).
-type PresenceFunc func() Presence
-
-// WatchUnserved judges, while a call waits for a tunnel, whether the agent serves its method at all. It
-// checks presence when called and then every grace until ctx ends, and calls verdict(true) once two
-// checks in a row found the agent here without the method (so at least a grace after the wait began, and
-// a grace after the agent connected), verdict(false) when a later check no longer does. verdict runs on
-// the caller's goroutine.
-func WatchUnserved(ctx context.Context, presence PresenceFunc, grace time.Duration, verdict func(unserved bool)) {
+// WatchUnserved judges, while call waits for a tunnel, whether the agent serves its method at all. It
+// asks src when called and then every grace until ctx ends, and calls verdict(true) once two checks in a
+// row found the agent here without the method (so at least a grace after the wait began, and a grace
+// after the agent connected), verdict(false) when a later check no longer does. verdict runs on the
+// caller's goroutine.
+func WatchUnserved(ctx context.Context, src Source, call Call, grace time.Duration, verdict func(unserved bool)) {
 	ticker := time.NewTicker(grace)
 	defer ticker.Stop()
-	prev, judged := presence() == MethodUnserved, false
+	prev, judged := call.unserved(src), false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
-		now := presence() == MethodUnserved
+		now := call.unserved(src)
 		switch {
 		case now && prev && !judged:
 			judged = true
@@ -55,10 +51,15 @@ func UnservedError(agentID int64, fullMethod string, grace time.Duration) error 
 
 var errUnserved = errors.New("unserved")
 
+// Getter is a call's wait for a tunnel: a registry.Handle.
+type Getter[T any] interface {
+	Get(ctx context.Context) (T, error)
+}
+
 // GetServed is h.Get that gives up early with unserved (an Unimplemented status, see UnservedError) once
 // WatchUnserved finds that the agent is connected to this kas without the method. A grace <= 0 waits as
 // h.Get does. It returns after the watch has ended.
-func GetServed(ctx context.Context, h Handle, presence PresenceFunc, grace time.Duration, unserved error) (Forwarder, error) {
+func GetServed[T any](ctx context.Context, h Getter[T], src Source, call Call, grace time.Duration, unserved error) (T, error) {
 	if grace <= 0 {
 		return h.Get(ctx)
 	}
@@ -66,7 +67,7 @@ func GetServed(ctx context.Context, h Handle, presence PresenceFunc, grace time.
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		WatchUnserved(wctx, presence, grace, func(u bool) {
+		WatchUnserved(wctx, src, call, grace, func(u bool) {
 			if u {
 				cancel(errUnserved)
 			}
@@ -76,7 +77,8 @@ func GetServed(ctx context.Context, h Handle, presence PresenceFunc, grace time.
 	cancel(nil)
 	<-watched
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(wctx), errUnserved) {
-		return nil, unserved
+		var none T
+		return none, unserved
 	}
 	return t, err
 }

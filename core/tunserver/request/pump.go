@@ -1,4 +1,4 @@
-package registry
+package request
 
 import (
 	"errors"
@@ -11,6 +11,11 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
+
+// DefaultReplayLimit bounds the request bytes kept to replay a call on another tunnel when the agent
+// withdraws the first one before accepting the call. Calls with more request data in flight fail instead
+// in that (rare) race.
+const DefaultReplayLimit = 4 << 20
 
 // Frame is one item of a caller's request: a message, or the half-close.
 type Frame struct {
@@ -26,28 +31,10 @@ type Target interface {
 	Send(f Frame) error
 }
 
-// closeSendMsg is built once: protobuf messages are safe to marshal from several goroutines at once.
-var closeSendMsg = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}}
-
-// tunnelTarget sends the request into a tunnel: request_info first, then messages and close_send.
-type tunnelTarget struct {
-	t    *Tunnel
-	info *rpc.ConnectResponse
-}
-
-func (tt *tunnelTarget) Begin() error { return tt.t.send(tt.info) }
-
-func (tt *tunnelTarget) Send(f Frame) error {
-	if f.End {
-		return tt.t.send(closeSendMsg)
-	}
-	return tt.t.send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
-}
-
-// RequestPump copies the caller's request frames to the current target. It starts reading once a
-// target is attached; until the agent accepts the call (its first message), it keeps what it read, so
+// Pump copies the caller's request frames to the current target. It starts reading once a target is
+// attached; until the agent accepts the call (its first message), it keeps what it read, so
 // that the call can move to another tunnel or gateway.
-type RequestPump struct {
+type Pump struct {
 	src   grpc.ServerStream
 	info  *rpc.ConnectResponse
 	limit int
@@ -59,7 +46,7 @@ type RequestPump struct {
 	// provisional: the target may still refuse the call (an eager gateway), so it gets only what the
 	// replay log holds; Confirm lifts that.
 	provisional bool
-	// ended: the call is over (detachForGood); nothing attaches any more.
+	// ended: the call is over (DetachForGood); nothing attaches any more.
 	ended bool
 	// attached is signalled on every attach, for a pump that waits with a full log.
 	attached chan struct{}
@@ -72,10 +59,10 @@ type RequestPump struct {
 	replayable bool
 }
 
-// StartRequestPump starts reading the caller's frames from src. The pump ends when the caller
-// half-closes or the call ends (the handler returns and RecvMsg fails).
-func StartRequestPump(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *RequestPump {
-	p := &RequestPump{
+// Start starts reading the caller's frames from src. The pump ends when the caller half-closes or the
+// call ends (the handler returns and RecvMsg fails).
+func Start(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *Pump {
+	p := &Pump{
 		src:        src,
 		info:       &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: info}},
 		limit:      limit,
@@ -86,24 +73,20 @@ func StartRequestPump(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *
 	return p
 }
 
-// attachTunnel attaches a tunnel of this kas.
-func (p *RequestPump) attachTunnel(t *Tunnel) error {
-	return p.Attach(&tunnelTarget{t: t, info: p.info})
-}
+// RequestInfo is the call's request_info as a tunnel sends it first, built once for every tunnel the
+// call tries.
+func (p *Pump) RequestInfo() *rpc.ConnectResponse { return p.info }
 
 // Attach sends everything read so far to target, in order; then the pump feeds target.
-func (p *RequestPump) Attach(target Target) error {
+func (p *Pump) Attach(target Target) error {
 	return p.attach(target, false)
 }
 
-func (p *RequestPump) attach(target Target, provisional bool) error {
-	if tt, ok := target.(*tunnelTarget); ok && tt.info == nil {
-		tt.info = p.info
-	}
+func (p *Pump) attach(target Target, provisional bool) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended {
-		return errCallOver
+		return ErrCallOver
 	}
 	if err := target.Begin(); err != nil {
 		return err
@@ -124,12 +107,12 @@ func (p *RequestPump) attach(target Target, provisional bool) error {
 // AttachProvisional attaches a target that may still refuse the call having read nothing: it gets
 // frames only while they fit in the replay log, so that Detach always finds the call replayable. Confirm
 // once the target took the call.
-func (p *RequestPump) AttachProvisional(target Target) error {
+func (p *Pump) AttachProvisional(target Target) error {
 	return p.attach(target, true)
 }
 
 // Confirm makes a provisional target a plain one: the rest of the request follows.
-func (p *RequestPump) Confirm() {
+func (p *Pump) Confirm() {
 	p.mu.Lock()
 	p.provisional = false
 	p.mu.Unlock()
@@ -141,7 +124,7 @@ func (p *RequestPump) Confirm() {
 
 // replayLog is what a new target must get first. Only record appends to the log, under mu as well: the
 // frames returned stay as they are while the caller holds mu.
-func (p *RequestPump) replayLog() []Frame {
+func (p *Pump) replayLog() []Frame {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	return p.log
@@ -149,7 +132,7 @@ func (p *RequestPump) replayLog() []Frame {
 
 // Detach stops feeding the current target. It reports whether the call can be replayed elsewhere: not
 // once the agent accepted it, nor once its request outgrew the replay limit.
-func (p *RequestPump) Detach() (replayable bool) {
+func (p *Pump) Detach() (replayable bool) {
 	p.mu.Lock()
 	p.target, p.provisional = nil, false
 	p.mu.Unlock()
@@ -158,13 +141,13 @@ func (p *RequestPump) Detach() (replayable bool) {
 	return p.replayable
 }
 
-// errCallOver: the call ended before the pump was attached.
-var errCallOver = errors.New("the call ended before it reached a tunnel")
+// ErrCallOver: the call ended before the pump was attached.
+var ErrCallOver = errors.New("the call ended before it reached a tunnel")
 
-// detachForGood detaches for the last time: the call is over, and a later attach fails with
-// errCallOver. It reports whether a target was attached: whether anything of the call (its request_info
+// DetachForGood detaches for the last time: the call is over, and a later attach fails with
+// ErrCallOver. It reports whether a target was attached: whether anything of the call (its request_info
 // first) went out. A send under way finishes first.
-func (p *RequestPump) detachForGood() (wasAttached bool) {
+func (p *Pump) DetachForGood() (wasAttached bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	was := p.target != nil
@@ -172,20 +155,23 @@ func (p *RequestPump) detachForGood() (wasAttached bool) {
 	return was
 }
 
+// Accepted reports whether the agent accepted the call (see Accept).
+func (p *Pump) Accepted() bool { return p.accepted.Load() }
+
 // Accept drops the replay log: the agent has the call. It never waits for a send to the target, so that
 // the response direction never waits for the request direction.
-func (p *RequestPump) Accept() {
+func (p *Pump) Accept() {
 	p.accepted.Store(true) // before the drop: every record from now on sees it and keeps nothing
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	p.dropLogLocked()
 }
 
-func (p *RequestPump) dropLogLocked() {
+func (p *Pump) dropLogLocked() {
 	p.log, p.logBytes, p.replayable = nil, 0, false
 }
 
-func (p *RequestPump) run() {
+func (p *Pump) run() {
 	ctx := p.src.Context()
 	// Nothing is read before the call has somewhere to go: a call that waits for a tunnel holds no
 	// more of its request than gRPC's flow-control window, whatever the caller sends.
@@ -232,14 +218,14 @@ func (p *RequestPump) run() {
 
 // logFull reports whether n more bytes would take the replay log past the limit. The first frame is
 // always kept, however large.
-func (p *RequestPump) logFull(n int) bool {
+func (p *Pump) logFull(n int) bool {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	return !p.accepted.Load() && p.replayable && len(p.log) > 0 && p.logBytes+n > p.limit
 }
 
 // record keeps f to replay while the call may still move. It is called with mu held.
-func (p *RequestPump) record(f Frame) {
+func (p *Pump) record(f Frame) {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	if p.accepted.Load() || !p.replayable {

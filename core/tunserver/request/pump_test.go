@@ -1,4 +1,4 @@
-package registry
+package request
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 var testInfo = &rpc.RequestInfo{MethodName: "/test.Svc/M"}
 
 // startPump starts a pump on a fake caller's stream that lives as long as the test.
-func startPump(t *testing.T, limit int) (*RequestPump, *fakeStream) {
+func startPump(t *testing.T, limit int) (*Pump, *fakeStream) {
 	src := newFakeStream(t.Context())
-	return StartRequestPump(src, testInfo, limit), src
+	return Start(src, testInfo, limit), src
 }
 
-func attach(t *testing.T, p *RequestPump) *recordingTarget {
+func attach(t *testing.T, p *Pump) *recordingTarget {
 	t.Helper()
 	target := &recordingTarget{}
 	if err := p.Attach(target); err != nil {
@@ -30,7 +30,7 @@ func attach(t *testing.T, p *RequestPump) *recordingTarget {
 }
 
 // logged is the pump's replay log, the messages' data separated by spaces.
-func logged(p *RequestPump) string {
+func logged(p *Pump) string {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
 	var s []string
@@ -182,11 +182,11 @@ func TestPumpAttachRacesWithFrames(t *testing.T) {
 func TestPumpEndsWithCallContext(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
-		setup func(t *testing.T, p *RequestPump, src *fakeStream)
+		setup func(t *testing.T, p *Pump, src *fakeStream)
 	}{
-		{name: "before attach", setup: func(*testing.T, *RequestPump, *fakeStream) {}},
-		{name: "while reading", setup: func(t *testing.T, p *RequestPump, _ *fakeStream) { attach(t, p) }},
-		{name: "while waiting with a full log", setup: func(t *testing.T, p *RequestPump, src *fakeStream) {
+		{name: "before attach", setup: func(*testing.T, *Pump, *fakeStream) {}},
+		{name: "while reading", setup: func(t *testing.T, p *Pump, _ *fakeStream) { attach(t, p) }},
+		{name: "while waiting with a full log", setup: func(t *testing.T, p *Pump, src *fakeStream) {
 			attach(t, p)
 			p.Detach()
 			src.feed(t, "abc")
@@ -197,7 +197,7 @@ func TestPumpEndsWithCallContext(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				src := newFakeStream(ctx)
-				p := StartRequestPump(src, testInfo, 4)
+				p := Start(src, testInfo, 4)
 				tc.setup(t, p, src)
 				synctest.Wait()
 				if !pumpRunning() {

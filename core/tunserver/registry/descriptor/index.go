@@ -1,0 +1,73 @@
+package descriptor
+
+import (
+	"fmt"
+
+	"github.com/tunnelbench/tunnelbench/core/rpc"
+)
+
+// Bounds on a descriptor, so that one agent cannot make kas hold an arbitrary amount of memory per tunnel.
+const (
+	MaxServices = 1000
+	MaxMethods  = 10000
+	// DefaultMaxBytes bounds the encoded first message, whatever the message size limit is.
+	DefaultMaxBytes = 1 << 20
+)
+
+// Index answers "does this tunnel serve that method" in constant time.
+type Index struct {
+	// services maps a service name to its methods; a nil set means every method.
+	services map[string]map[string]struct{}
+	// Reuse: the agent asked for a reusable tunnel.
+	Reuse bool
+}
+
+// NewIndex indexes the services of a descriptor, checking its bounds.
+func NewIndex(d *rpc.AgentDescriptor) (Index, error) {
+	if len(d.GetServices()) > MaxServices {
+		return Index{}, fmt.Errorf("descriptor lists %d services, the limit is %d", len(d.GetServices()), MaxServices)
+	}
+	idx := Index{services: make(map[string]map[string]struct{}, len(d.GetServices()))}
+	methods := 0
+	for _, s := range d.GetServices() {
+		if s.GetName() == "" {
+			return Index{}, fmt.Errorf("descriptor has a service without a name")
+		}
+		if s.GetAllMethods() {
+			idx.services[s.GetName()] = nil
+			continue
+		}
+		set, ok := idx.services[s.GetName()]
+		if ok && set == nil {
+			continue // already "all methods"
+		}
+		if set == nil {
+			set = make(map[string]struct{}, len(s.GetMethods()))
+			idx.services[s.GetName()] = set
+		}
+		for _, m := range s.GetMethods() {
+			if m.GetName() == "" {
+				return Index{}, fmt.Errorf("descriptor service %s has a method without a name", s.GetName())
+			}
+			set[m.GetName()] = struct{}{}
+		}
+		methods += len(s.GetMethods())
+		if methods > MaxMethods {
+			return Index{}, fmt.Errorf("descriptor lists more than %d methods", MaxMethods)
+		}
+	}
+	return idx, nil
+}
+
+// Supports reports whether a tunnel with this descriptor serves the method.
+func (d Index) Supports(service, method string) bool {
+	set, ok := d.services[service]
+	if !ok {
+		return false
+	}
+	if set == nil {
+		return true
+	}
+	_, ok = set[method]
+	return ok
+}
