@@ -8,7 +8,8 @@
 //     agent accepts the call.
 //   - routing: the Router that turns every gRPC method into a routed stream, the per-call finder that
 //     asks this kas and then the kas replicas the tracker lists, the tracker poller and the pool of
-//     connections to other kas.
+//     connections to other kas; routing/repeats answers a call that just failed for want of a tunnel
+//     again at once.
 //   - gateway: the private API handler through which another kas uses this kas's tunnels.
 //   - call: what kas reads from a routed call (method, agent id, metadata for the agent) and writes back.
 //   - auth: agent tokens, caller tokens, and the short-lived tokens kas replicas sign for each other.

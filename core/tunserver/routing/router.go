@@ -18,6 +18,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/routing/repeats"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -46,7 +47,7 @@ type RouterConfig struct {
 	OnLimit tunserver.OnLimit
 	// Presence is this kas's registry.Presence. With it, a call that repeats a call from the same
 	// client connection that just failed for want of a tunnel gets the same answer at once (see
-	// RepeatWindow); nil: every call waits.
+	// repeats.Window); nil: every call waits.
 	Presence func(agentID int64, service, method string) presence.Presence
 	// Meter records the routing metrics. Nil records nothing.
 	Meter metric.Meter
@@ -63,7 +64,7 @@ type Router struct {
 	cfg     RouterConfig
 	metrics *routingMetrics
 	waits   *callerWaits
-	repeats *repeats
+	repeats *repeats.Memory
 	log     *slog.Logger
 }
 
@@ -94,7 +95,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Router{cfg: cfg, metrics: m, waits: newCallerWaits(cfg.MaxWaitingPerCaller, cfg.OnLimit), repeats: newRepeats(cfg.Presence), log: cfg.Log}, nil
+	return &Router{cfg: cfg, metrics: m, waits: newCallerWaits(cfg.MaxWaitingPerCaller, cfg.OnLimit), repeats: repeats.New(cfg.Presence), log: cfg.Log}, nil
 }
 
 // RouteStream routes one call: it is a grpc.StreamHandler, to be used as a server's unknown service
@@ -108,7 +109,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
 	defer func() { call.EndSpan(span, err) }()
 	start := time.Now()
-	if err := r.repeats.lookup(stream.Context(), c); err != nil {
+	if err := r.repeats.Lookup(stream.Context(), c); err != nil {
 		r.metrics.aborted(start, false)
 		r.log.Debug("call repeats one that just failed, answered at once", "agent_id", c.AgentID, "method", c.FullMethod, "err", err)
 		return err
@@ -202,13 +203,13 @@ func (r *Router) findFailed(ctx, streamCtx context.Context, c call.Call, start t
 		err = status.Errorf(codes.DeadlineExceeded,
 			"no tunnel to agent %d for %s within %s: the agent is not connected, or its tunnels that serve the method stayed busy",
 			c.AgentID, c.FullMethod, r.cfg.FindTimeout)
-		r.repeats.remember(streamCtx, c, err)
+		r.repeats.Remember(streamCtx, c, err)
 		return err
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	case status.Code(err) == codes.Unimplemented:
 		r.log.Debug("agent does not serve the method", "agent_id", c.AgentID, "method", c.FullMethod, "err", err)
-		r.repeats.remember(streamCtx, c, err)
+		r.repeats.Remember(streamCtx, c, err)
 		return err
 	default:
 		return err

@@ -1,4 +1,8 @@
-package routing
+// Package repeats remembers, for a second, the calls that failed for want of a tunnel (the find
+// timeout, or an agent that does not serve the method), so that the same call from the same client
+// connection gets the same answer at once while the agent is seen as it was then. It never waits, routes
+// or holds a call; what it remembers is bounded (maxRepeats).
+package repeats
 
 import (
 	"context"
@@ -13,13 +17,13 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 )
 
-// RepeatWindow is how long after a call failed for want of a tunnel (the find timeout, or the agent
+// Window is how long after a call failed for want of a tunnel (the find timeout, or the agent
 // does not serve the method) the same call from the same client connection gets the same answer at
 // once, as long as this kas sees the agent as it did then. Clients that try again at once would
 // otherwise wait again: grpcurl's reflection client makes three attempts, and waited three find
 // timeouts for an agent that is not connected. A person who runs the command again waits again (a new
 // connection).
-const RepeatWindow = time.Second
+const Window = time.Second
 
 // maxRepeats bounds what the router remembers; past it, failures are not remembered.
 const maxRepeats = 4096
@@ -36,23 +40,23 @@ type repeatVerdict struct {
 	at       time.Time
 }
 
-// repeats remembers the latest failures for RepeatWindow.
-type repeats struct {
+// Memory remembers the latest failures for Window.
+type Memory struct {
 	presence func(agentID int64, service, method string) presence.Presence
 	// latest is when the newest failure was remembered (UnixNano): while it is older than
-	// RepeatWindow, nothing is remembered and calls skip the map (and the peer's address string).
+	// Window, nothing is remembered and calls skip the map (and the peer's address string).
 	latest atomic.Int64
 	mu     sync.Mutex
 	m      map[repeatKey]repeatVerdict
 }
 
-func newRepeats(presence func(agentID int64, service, method string) presence.Presence) *repeats {
-	return &repeats{presence: presence, m: map[repeatKey]repeatVerdict{}}
+func New(presence func(agentID int64, service, method string) presence.Presence) *Memory {
+	return &Memory{presence: presence, m: map[repeatKey]repeatVerdict{}}
 }
 
 // key is the call's key; ok is false for calls that are never remembered: without Presence, and from
 // callers without a peer address (callers in kas's process).
-func (r *repeats) key(ctx context.Context, c call.Call) (repeatKey, bool) {
+func (r *Memory) key(ctx context.Context, c call.Call) (repeatKey, bool) {
 	if r.presence == nil {
 		return repeatKey{}, false
 	}
@@ -63,9 +67,9 @@ func (r *repeats) key(ctx context.Context, c call.Call) (repeatKey, bool) {
 	return repeatKey{peer: p.Addr.String(), agentID: c.AgentID, method: c.FullMethod}, true
 }
 
-// lookup returns the remembered answer to a call that repeats a recent failure, or nil.
-func (r *repeats) lookup(ctx context.Context, c call.Call) error {
-	if time.Since(time.Unix(0, r.latest.Load())) >= RepeatWindow {
+// Lookup returns the remembered answer to a call that repeats a recent failure, or nil.
+func (r *Memory) Lookup(ctx context.Context, c call.Call) error {
+	if time.Since(time.Unix(0, r.latest.Load())) >= Window {
 		return nil
 	}
 	k, ok := r.key(ctx, c)
@@ -75,7 +79,7 @@ func (r *repeats) lookup(ctx context.Context, c call.Call) error {
 	r.mu.Lock()
 	v, found := r.m[k]
 	r.mu.Unlock()
-	if !found || time.Since(v.at) >= RepeatWindow || r.presence(c.AgentID, c.Service, c.Method) != v.presence {
+	if !found || time.Since(v.at) >= Window || r.presence(c.AgentID, c.Service, c.Method) != v.presence {
 		return nil
 	}
 	st := status.Convert(v.err)
@@ -83,9 +87,9 @@ func (r *repeats) lookup(ctx context.Context, c call.Call) error {
 		st.Message(), time.Since(v.at).Round(time.Millisecond))
 }
 
-// remember records a failure for want of a tunnel: the find timeout, or the agent does not serve the
+// Remember records a failure for want of a tunnel: the find timeout, or the agent does not serve the
 // method.
-func (r *repeats) remember(ctx context.Context, c call.Call, err error) {
+func (r *Memory) Remember(ctx context.Context, c call.Call, err error) {
 	k, ok := r.key(ctx, c)
 	if !ok {
 		return
@@ -95,7 +99,7 @@ func (r *repeats) remember(ctx context.Context, c call.Call, err error) {
 	defer r.mu.Unlock()
 	if len(r.m) >= maxRepeats {
 		for key, old := range r.m {
-			if time.Since(old.at) >= RepeatWindow {
+			if time.Since(old.at) >= Window {
 				delete(r.m, key)
 			}
 		}
