@@ -182,6 +182,10 @@ func Run(ctx context.Context, opts Options) (*Summary, error) {
 	withHTTP := opts.HTTPRate > 0 && (opts.Matrix.Filter == nil || opts.Matrix.Filter.MatchString(httpCaseName(opts.HTTPRate, PathHTTPTunnel)))
 	progress := newProgressReporter(opts, caseCount(groups, withHTTP))
 
+	// Stall dumps of an earlier run into the same directory would read as this run's.
+	if err := tunnels.ClearDumps(opts.Watchdog.DumpDir); err != nil {
+		return nil, fmt.Errorf("bench: clear old stall dumps: %w", err)
+	}
 	var err error
 	if sum.Tunnels, err = describeTunnels(groups); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -142,17 +143,39 @@ var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
 
 // writeGoroutineDump writes every goroutine's stack (pprof's debug=2, the panic format) to a file
 // named after name in dir, or to a new temporary file when dir is empty, and returns its path.
+// dumpSuffix ends the name of every goroutine dump a watchdog writes.
+const dumpSuffix = ".goroutines.txt"
+
+// ClearDumps removes the goroutine dumps an earlier run left in dir (files ending in .goroutines.txt,
+// nothing else), so that a results directory shows this run's stalls only. A missing dir is no error.
+func ClearDumps(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	old, err := filepath.Glob(filepath.Join(dir, "*"+dumpSuffix))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, f := range old {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func writeGoroutineDump(dir, name string) (string, error) {
 	base := unsafeFileChars.ReplaceAllString(name, "_")
 	var f *os.File
 	var err error
 	if dir == "" {
-		f, err = os.CreateTemp("", base+"-*.goroutines.txt")
+		f, err = os.CreateTemp("", base+"-*"+dumpSuffix)
 	} else {
 		if err = os.MkdirAll(dir, 0o755); err != nil {
 			return "", err
 		}
-		f, err = os.Create(filepath.Join(dir, base+".goroutines.txt"))
+		f, err = os.Create(filepath.Join(dir, base+dumpSuffix))
 	}
 	if err != nil {
 		return "", err
