@@ -39,10 +39,16 @@ func (f *fakeKas) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 // startFakeKas serves f on an in-memory listener and returns an agent connected to it whose backoff
 // lasts an hour: a tunnel that backs off never comes back within a test.
 func startFakeKas(t *testing.T, f *fakeKas) *Agent {
+	return startAgentOn(t, f, Config{MinIdle: 1, Backoff: Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1, Jitter: 0}})
+}
+
+// startAgentOn serves kas on an in-memory listener and starts an agent with cfg (KasConn set here)
+// connected to it; both stop when the test ends.
+func startAgentOn(t *testing.T, kas rpc.ReverseTunnelServer, cfg Config) *Agent {
 	t.Helper()
 	l := grpctool.NewInMemoryListener()
 	srv := grpc.NewServer(grpctool.RawServerCodec())
-	rpc.RegisterReverseTunnelServer(srv, f)
+	rpc.RegisterReverseTunnelServer(srv, kas)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
 	conn, err := DialKas("passthrough:in-memory", "token", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }))
@@ -50,7 +56,8 @@ func startFakeKas(t *testing.T, f *fakeKas) *Agent {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	a, err := New(Config{KasConn: conn, MinIdle: 1, Backoff: Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1, Jitter: 0}})
+	cfg.KasConn = conn
+	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

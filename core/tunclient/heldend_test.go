@@ -1,12 +1,9 @@
 package tunclient
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -48,28 +45,7 @@ func (shutdownBeforeHeldEnd) Connect(stream rpc.ReverseTunnel_ConnectServer) err
 // went out, is a shutdown for the agent too: it waits its reconnect jitter instead of reconnecting at
 // once (all of a stopping kas's agents at the same instant).
 func TestShutdownBeforeHeldCallEndIsAShutdown(t *testing.T) {
-	l := grpctool.NewInMemoryListener()
-	srv := grpc.NewServer(grpctool.RawServerCodec())
-	rpc.RegisterReverseTunnelServer(srv, shutdownBeforeHeldEnd{})
-	go func() { _ = srv.Serve(l) }()
-	t.Cleanup(srv.Stop)
-	conn, err := DialKas("passthrough:in-memory", "token", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	a, err := New(Config{KasConn: conn, MinIdle: 1, ShutdownReconnectJitter: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		a.Stop(ctx)
-	})
+	a := startAgentOn(t, shutdownBeforeHeldEnd{}, Config{MinIdle: 1, ShutdownReconnectJitter: time.Hour})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		a.pool.mu.Lock()
