@@ -51,7 +51,7 @@ import (
 // 2.1, the public API 7.4 at first. Of the public path's seven, two were gRPC's bandwidth-delay probe
 // between caller and kas (kas's PING with the response, the caller's ACK): the public API now has fixed
 // windows (1 MiB per call), as the tunnel and private API had; one was kas's call_end on its own, which
-// kas now holds for up to a millisecond so that it shares the next call's write (registry
+// kas now holds for up to a millisecond so that it shares the next call's write (tunnelwriter
 // CallEndDelay). That leaves five: the caller's request, kas's ACK of the caller's own probe (direct
 // pays that too), the request on the tunnel, the answer, the response; a direct call is three.
 // HTTP GET through kas was 8.9 writes per request against 2.0 direct: the response header and body now

@@ -15,6 +15,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/agentk"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 )
@@ -53,7 +54,7 @@ func (l *logBuffer) logger() *slog.Logger {
 }
 
 // quickRetries makes many failed attempts fit in a short test; each is logged at debug level.
-var quickRetries = tunclient.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, Factor: 2, Jitter: 0.2}
+var quickRetries = reconnect.Backoff{Initial: 20 * time.Millisecond, Max: 100 * time.Millisecond, Factor: 2, Jitter: 0.2}
 
 // startLoggedAgentk runs agentk with token against addr, logging into a buffer.
 func startLoggedAgentk(t *testing.T, addr, token string, tlsConfig ...*tls.Config) (*agentk.Agentk, *logBuffer) {

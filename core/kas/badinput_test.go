@@ -19,6 +19,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -487,15 +488,15 @@ func badWait[T any](t *testing.T, ch <-chan T, what string) T {
 }
 
 func badAgentAPICases() []badCase {
-	manyServices := make([]*rpc.Service, registry.MaxDescriptorServices+1)
+	manyServices := make([]*rpc.Service, descriptor.MaxServices+1)
 	for i := range manyServices {
 		manyServices[i] = &rpc.Service{Name: fmt.Sprintf("s%d", i), AllMethods: true}
 	}
 	manyMethods := &rpc.Service{Name: "s"}
-	for i := range registry.MaxDescriptorMethods + 1 {
+	for i := range descriptor.MaxMethods + 1 {
 		manyMethods.Methods = append(manyMethods.Methods, &rpc.Method{Name: fmt.Sprintf("m%d", i)})
 	}
-	hugeName := &rpc.Service{Name: "s", Methods: []*rpc.Method{{Name: strings.Repeat("m", registry.DefaultMaxDescriptorBytes)}}}
+	hugeName := &rpc.Service{Name: "s", Methods: []*rpc.Method{{Name: strings.Repeat("m", descriptor.DefaultMaxBytes)}}}
 	message := &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: []byte("x")}}}
 	return []badCase{
 		{
@@ -531,17 +532,17 @@ func badAgentAPICases() []badCase {
 		{
 			name: "agent/descriptor over the byte bound",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(hugeName)),
-			code: codes.ResourceExhausted, says: []string{"descriptor is", fmt.Sprintf("the limit (--max-descriptor-bytes) is %d", registry.DefaultMaxDescriptorBytes)},
+			code: codes.ResourceExhausted, says: []string{"descriptor is", fmt.Sprintf("the limit (--max-descriptor-bytes) is %d", descriptor.DefaultMaxBytes)},
 		},
 		{
 			name: "agent/too many services",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(manyServices...)),
-			code: codes.InvalidArgument, says: []string{fmt.Sprintf("descriptor lists %d services, the limit is %d", registry.MaxDescriptorServices+1, registry.MaxDescriptorServices)},
+			code: codes.InvalidArgument, says: []string{fmt.Sprintf("descriptor lists %d services, the limit is %d", descriptor.MaxServices+1, descriptor.MaxServices)},
 		},
 		{
 			name: "agent/too many methods",
 			run:  badAsAgent(badBearer(badRawAgent), badDescriptor(manyMethods)),
-			code: codes.InvalidArgument, says: []string{fmt.Sprintf("more than %d methods", registry.MaxDescriptorMethods)},
+			code: codes.InvalidArgument, says: []string{fmt.Sprintf("more than %d methods", descriptor.MaxMethods)},
 		},
 		{
 			name: "agent/service without a name",

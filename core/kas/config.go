@@ -61,7 +61,7 @@ type Config struct {
 	// FindTimeout bounds how long a call waits for a tunnel. Zero means routing.DefaultFindTimeout.
 	FindTimeout time.Duration
 	// UnservedGrace is how long a call waits when the agent is connected but none of its tunnels serve
-	// the method, before it fails with Unimplemented. Zero means registry.DefaultUnservedGrace;
+	// the method, before it fails with Unimplemented. Zero means presence.DefaultUnservedGrace;
 	// negative waits the find timeout.
 	UnservedGrace time.Duration
 	// MaxConnectionAge rotates agent connections. Zero means DefaultMaxConnectionAge; negative disables.

@@ -15,7 +15,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
@@ -77,7 +77,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Limits.MaxHTTPHeaderBytes, "max-http-header-bytes", limits.Default.MaxHTTPHeaderBytes, "largest HTTP request line and header in bytes on the HTTP listener (431 above it)")
 	fs.DurationVar(&cfg.Limits.HTTPReadHeaderTimeout, "http-read-header-timeout", limits.Default.HTTPReadHeaderTimeout, "how long an HTTP client may take to send a request header (slow clients are cut off)")
 	fs.DurationVar(&cfg.FindTimeout, "tunnel-find-timeout", routing.DefaultFindTimeout, "how long a call may wait for a tunnel to its agent")
-	fs.DurationVar(&cfg.UnservedGrace, "unserved-grace", registry.DefaultUnservedGrace, "how long a call waits when its agent is connected but none of its tunnels serve the method (an agent being upgraded may bring one), before it fails with Unimplemented (HTTP 502); 0 waits --tunnel-find-timeout")
+	fs.DurationVar(&cfg.UnservedGrace, "unserved-grace", presence.DefaultUnservedGrace, "how long a call waits when its agent is connected but none of its tunnels serve the method (an agent being upgraded may bring one), before it fails with Unimplemented (HTTP 502); 0 waits --tunnel-find-timeout")
 	fs.DurationVar(&cfg.MaxConnectionAge, "max-connection-age", DefaultMaxConnectionAge, "age at which agent connections are rotated (0 disables rotation)")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", DefaultShutdownGrace, "how long calls in flight may run after SIGTERM")
 	fs.IntVar(&cfg.MaxMessageSize, "max-message-size", DefaultMaxMessageSize, "largest routed message in bytes")

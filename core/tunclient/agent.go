@@ -46,15 +46,7 @@ const (
 	DefaultMaxMessageSize = 4 << 20
 	// tunnelOverhead is room for the envelope around a proxied message on the tunnel.
 	tunnelOverhead = 64 << 10
-	// DefaultConnectLogInterval: see reconnect.DefaultLogInterval.
-	DefaultConnectLogInterval = reconnect.DefaultLogInterval
 )
-
-// Backoff is how long an agent waits before it reconnects after a real error: see reconnect.Backoff.
-type Backoff = reconnect.Backoff
-
-// DefaultBackoff: see reconnect.DefaultBackoff.
-var DefaultBackoff = reconnect.DefaultBackoff
 
 // Config configures an Agent. Zero values mean the defaults above.
 type Config struct {
@@ -66,8 +58,8 @@ type Config struct {
 	MaxConnections int
 	ScaleUpStep    int
 	MaxIdleTime    time.Duration
-	// Backoff after connection errors. The zero value means DefaultBackoff.
-	Backoff Backoff
+	// Backoff after connection errors. The zero value means reconnect.DefaultBackoff.
+	Backoff reconnect.Backoff
 	// ShutdownReconnectJitter: after kas says it is shutting down, a tunnel waits a random time below
 	// this before it reconnects. Negative means no wait.
 	ShutdownReconnectJitter time.Duration
@@ -100,7 +92,7 @@ type Config struct {
 	// afterFunc starts the MaxIdleTime timers of idle tunnels. Nil means time.AfterFunc; tests set it to
 	// fire the timers themselves.
 	afterFunc func(d time.Duration, f func()) idleTimer
-	// connectLogInterval: see DefaultConnectLogInterval. Zero means the default; tests shorten it.
+	// connectLogInterval: see reconnect.DefaultLogInterval. Zero means the default; tests shorten it.
 	connectLogInterval time.Duration
 }
 
@@ -140,8 +132,8 @@ func (c *Config) applyDefaults() error {
 	case c.MaxIdleTime < 0:
 		errs = append(errs, fmt.Errorf("max idle time must be positive, got %s", c.MaxIdleTime))
 	}
-	if c.Backoff == (Backoff{}) {
-		c.Backoff = DefaultBackoff
+	if c.Backoff == (reconnect.Backoff{}) {
+		c.Backoff = reconnect.DefaultBackoff
 	} else if err := c.Backoff.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -155,7 +147,7 @@ func (c *Config) applyDefaults() error {
 		c.afterFunc = afterFunc
 	}
 	if c.connectLogInterval == 0 {
-		c.connectLogInterval = DefaultConnectLogInterval
+		c.connectLogInterval = reconnect.DefaultLogInterval
 	}
 	if c.Tracer == nil {
 		c.Tracer = noop.NewTracerProvider().Tracer("")

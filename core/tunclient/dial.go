@@ -12,18 +12,19 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 )
 
 // DefaultKeepaliveTime is how long a quiet connection to kas waits before the agent pings it, so that a
 // kas that vanished without closing the connection (a black hole) is noticed.
 const DefaultKeepaliveTime = 20 * time.Second
 
-// connectBackoff is gRPC's reconnect backoff for the connection to kas, capped like DefaultBackoff.
+// connectBackoff is gRPC's reconnect backoff for the connection to kas, capped like reconnect.DefaultBackoff.
 var connectBackoff = backoff.Config{
-	BaseDelay:  DefaultBackoff.Initial,
-	Multiplier: DefaultBackoff.Factor,
-	Jitter:     DefaultBackoff.Jitter,
-	MaxDelay:   DefaultBackoff.Max,
+	BaseDelay:  reconnect.DefaultBackoff.Initial,
+	Multiplier: reconnect.DefaultBackoff.Factor,
+	Jitter:     reconnect.DefaultBackoff.Jitter,
+	MaxDelay:   reconnect.DefaultBackoff.Max,
 }
 
 // DialKas returns a plaintext connection to kas's agent API that sends token with every call: for

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 )
 
 // fakeKas ends every tunnel after its descriptor with end, and the trailer reason.
@@ -39,7 +40,7 @@ func (f *fakeKas) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 // startFakeKas serves f on an in-memory listener and returns an agent connected to it whose backoff
 // lasts an hour: a tunnel that backs off never comes back within a test.
 func startFakeKas(t *testing.T, f *fakeKas) *Agent {
-	return startAgentOn(t, f, Config{MinIdle: 1, Backoff: Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1, Jitter: 0}})
+	return startAgentOn(t, f, Config{MinIdle: 1, Backoff: reconnect.Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1, Jitter: 0}})
 }
 
 // startAgentOn serves kas on an in-memory listener and starts an agent with cfg (KasConn set here)

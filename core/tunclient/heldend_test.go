@@ -12,7 +12,7 @@ import (
 
 // shutdownBeforeHeldEnd is a kas that accepts reuse, gives the tunnel one call, reads the agent's answer
 // to its call_end and then stops: it ends the stream with the shutdown reason before its own call_end,
-// which it holds for a moment after a completed call (registry.CallEndDelay).
+// which it holds for a moment after a completed call (tunnelwriter.CallEndDelay).
 type shutdownBeforeHeldEnd struct {
 	rpc.UnimplementedReverseTunnelServer
 }

@@ -312,7 +312,7 @@ const acceptedAfter = time.Second
 
 // endedForShutdown reports whether kas ended a reusable tunnel that could not take another call because
 // kas is shutting down: kas may end a tunnel before the call_end of its last call went out (see
-// registry.CallEndDelay). Such a tunnel has ended or was cancelled, so Recv returns at once (and makes
+// tunnelwriter.CallEndDelay). Such a tunnel has ended or was cancelled, so Recv returns at once (and makes
 // the trailer safe to read).
 func endedForShutdown(stream rpc.ReverseTunnel_ConnectClient) bool {
 	if _, err := stream.Recv(); err == nil {

@@ -13,17 +13,18 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 )
 
 // hourBackoff never ends within a test: a tunnel that backs off does not come back.
-var hourBackoff = Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1, Jitter: 0}
+var hourBackoff = reconnect.Backoff{Initial: time.Hour, Max: time.Hour, Factor: 1, Jitter: 0}
 
 // startPoolAgent starts an agent whose tunnels go to kas. A zero cfg.Backoff means hourBackoff. The
 // agent is stopped at cleanup, with calls still in flight cancelled.
 func startPoolAgent(t *testing.T, kas *fakeKasConn, cfg Config) *Agent {
 	t.Helper()
 	cfg.KasConn = kas
-	if cfg.Backoff == (Backoff{}) {
+	if cfg.Backoff == (reconnect.Backoff{}) {
 		cfg.Backoff = hourBackoff
 	}
 	a, err := New(cfg)
@@ -517,7 +518,7 @@ func TestStopCancelsACallInFlightWhenItsContextEnds(t *testing.T) {
 // initial backoff again, not the grown one (1000 s here).
 func TestBackoffResetsAfterAcceptedTunnel(t *testing.T) {
 	kas := &fakeKasConn{}
-	a := startPoolAgent(t, kas, Config{MinIdle: 1, Backoff: Backoff{Initial: time.Millisecond, Max: time.Hour, Factor: 1e6}})
+	a := startPoolAgent(t, kas, Config{MinIdle: 1, Backoff: reconnect.Backoff{Initial: time.Millisecond, Max: time.Hour, Factor: 1e6}})
 	waitSettled(t, a, Stats{Idle: 1}, 1)
 	kas.all()[0].end(status.Error(codes.Unavailable, "connection reset"), "")
 	waitFor(t, "the reconnect after the initial backoff", func() bool { return len(kas.idle()) == 1 && kas.count() == 2 })

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,13 +19,13 @@ func TestMain(m *testing.M) {
 // gRPC's own reconnect backoff for the connection to kas is capped like the pool's: the agent is back
 // within seconds of kas whichever of the two waits.
 func TestGRPCReconnectBackoffCappedLikeThePool(t *testing.T) {
-	if connectBackoff.MaxDelay != DefaultBackoff.Max {
-		t.Fatalf("gRPC reconnect cap %v, agent backoff cap %v: want them equal", connectBackoff.MaxDelay, DefaultBackoff.Max)
+	if connectBackoff.MaxDelay != reconnect.DefaultBackoff.Max {
+		t.Fatalf("gRPC reconnect cap %v, agent backoff cap %v: want them equal", connectBackoff.MaxDelay, reconnect.DefaultBackoff.Max)
 	}
 }
 
 func TestConfigValidationReportsEveryProblem(t *testing.T) {
-	_, err := New(Config{MinIdle: -1, MaxConnections: -5, MaxIdleTime: -time.Second, Backoff: Backoff{Initial: 0, Max: 1, Factor: 0.5, Jitter: 2}})
+	_, err := New(Config{MinIdle: -1, MaxConnections: -5, MaxIdleTime: -time.Second, Backoff: reconnect.Backoff{Initial: 0, Max: 1, Factor: 0.5, Jitter: 2}})
 	if err == nil {
 		t.Fatal("bad config accepted")
 	}
@@ -48,7 +49,7 @@ func TestConfigDefaults(t *testing.T) {
 	defer a.Stop(context.Background())
 	c := a.cfg
 	if c.MinIdle != DefaultMinIdle || c.MaxConnections != DefaultMaxConnections || c.ScaleUpStep != DefaultScaleUpStep ||
-		c.MaxIdleTime != DefaultMaxIdleTime || c.Backoff != DefaultBackoff {
+		c.MaxIdleTime != DefaultMaxIdleTime || c.Backoff != reconnect.DefaultBackoff {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if _, err := New(Config{KasConn: conn, MinIdle: 10, MaxConnections: 5}); err == nil {

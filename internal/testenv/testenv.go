@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
@@ -83,7 +84,7 @@ const (
 )
 
 // backoff reconnects agents quickly.
-var backoff = tunclient.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Factor: 1.6, Jitter: 0.2}
+var backoff = reconnect.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond, Factor: 1.6, Jitter: 0.2}
 
 // Start starts kas and the agents and waits until every agent has its idle tunnels.
 func Start(t testing.TB, opts Options) *Env {

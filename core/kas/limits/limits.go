@@ -17,7 +17,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/tunserver/agentapi"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/call"
-	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry/descriptor"
 )
 
 // Limits bound what one agent or caller can make kas hold or do. Zero fields take Default's.
@@ -68,7 +68,7 @@ var Default = Limits{
 	IdleConnectionTimeout: 5 * time.Minute,
 	TunnelRate:            20000,
 	TunnelBurst:           20000,
-	MaxDescriptorBytes:    registry.DefaultMaxDescriptorBytes,
+	MaxDescriptorBytes:    descriptor.DefaultMaxBytes,
 	MaxHTTPBody:           1 << 30,
 	MaxHTTPHeaderBytes:    1 << 20,
 	// Matches httptunnel's default; a header arrives in one round trip in practice.

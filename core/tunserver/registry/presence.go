@@ -2,9 +2,6 @@ package registry
 
 import "github.com/tunnelbench/tunnelbench/core/tunserver/registry/presence"
 
-// DefaultUnservedGrace is presence.DefaultUnservedGrace, under the name kas's flags use.
-const DefaultUnservedGrace = presence.DefaultUnservedGrace
-
 // Presence reports whether the agent's tunnels on this kas serve the method. Busy tunnels count: a call
 // that waits for one of them is served once it is idle again.
 func (r *Registry) Presence(agentID int64, service, method string) presence.Presence {

@@ -99,13 +99,6 @@ type Limits struct {
 	MaxWaiting int
 }
 
-// The descriptor bounds (see package descriptor), under the names kas's limits use.
-const (
-	MaxDescriptorServices     = descriptor.MaxServices
-	MaxDescriptorMethods      = descriptor.MaxMethods
-	DefaultMaxDescriptorBytes = descriptor.DefaultMaxBytes
-)
-
 // SetLimits sets the registry's limits and the function told when one bites (it runs under a registry
 // lock: it must return at once). Set them before the registry is used.
 func (r *Registry) SetLimits(l Limits, onLimit tunserver.OnLimit) {

@@ -139,6 +139,3 @@ func (t *Tunnel) moveLocked(to TunnelState) error {
 	}
 	return nil
 }
-
-// CallEndDelay is tunnelwriter.CallEndDelay, under the name the agent's side refers to.
-const CallEndDelay = tunnelwriter.CallEndDelay
