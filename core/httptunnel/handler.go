@@ -219,12 +219,10 @@ func (ex *exchange) download(stream HTTPTunnel_ExchangeClient) {
 		switch x := m.GetMsg().(type) {
 		case *HTTPResponse_Header_:
 			if err := ex.writeHeader(x.Header); err != nil {
-				var gone errClientGone
-				if errors.As(err, &gone) {
-					ex.clientGone(gone.err)
-				} else {
-					ex.fail(ex.violation(err))
-				}
+				ex.fail(ex.violation(err))
+				return
+			}
+			if ex.inlined && !ex.writeBody(x.Header.GetBody()) {
 				return
 			}
 		case *HTTPResponse_Body:
@@ -232,12 +230,7 @@ func (ex *exchange) download(stream HTTPTunnel_ExchangeClient) {
 				ex.fail(ex.violation(status.Error(codes.InvalidArgument, "a body chunk after the whole body came inside the response header")))
 				return
 			}
-			if _, err := ex.w.Write(x.Body.GetData()); err != nil {
-				ex.clientGone(err)
-				return
-			}
-			if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
-				ex.clientGone(err)
+			if !ex.writeBody(x.Body.GetData()) {
 				return
 			}
 		case *HTTPResponse_End_:
@@ -268,23 +261,29 @@ func (ex *exchange) writeHeader(m *HTTPResponse_Header) error {
 	ex.w.WriteHeader(code)
 	ex.started = true
 	ex.inlined = len(body) > 0
-	if len(body) > 0 {
-		if _, err := ex.w.Write(body); err != nil {
-			return errClientGone{err}
-		}
+	if ex.inlined {
+		return nil // the header leaves with the body, in one write (writeBody)
 	}
-	// The client sees the header now, even when the body takes its time (server-sent events); a body
-	// inside the header leaves with it, in one write.
+	// The client sees the header now, even when the body takes its time (server-sent events).
 	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		ex.log.Debug("flush response header", "err", err)
 	}
 	return nil
 }
 
-// errClientGone is a failed write to the client, which writeHeader's caller tells from a violation.
-type errClientGone struct{ err error }
-
-func (e errClientGone) Error() string { return e.err.Error() }
+// writeBody writes part of the response body and flushes it (with the header, the first time); it
+// reports whether the client is still there.
+func (ex *exchange) writeBody(b []byte) bool {
+	if _, err := ex.w.Write(b); err != nil {
+		ex.clientGone(err)
+		return false
+	}
+	if err := ex.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		ex.clientGone(err)
+		return false
+	}
+	return true
+}
 
 func bodyAllowed(code int) bool {
 	return code != http.StatusNoContent && code != http.StatusNotModified
