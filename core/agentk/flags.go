@@ -44,6 +44,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.IntVar(&cfg.Pool.MaxConnections, "max-connections", tunclient.DefaultMaxConnections, "most tunnels open at once")
 	fs.IntVar(&cfg.Pool.ScaleUpStep, "scale-up-step", tunclient.DefaultScaleUpStep, "tunnels opened at once when idle ones run short")
 	fs.DurationVar(&cfg.Pool.MaxIdleTime, "max-idle-time", tunclient.DefaultMaxIdleTime, "idle time after which tunnels above --min-idle close")
+	fs.BoolVar(&cfg.Pool.NoBatches, "no-tunnel-batches", false, "never offer kas batches, so that each message of a call travels alone, as agents before batches did (to compare)")
 	fs.BoolVar(&cfg.Pool.SingleUse, "single-use-tunnels", false, "open a tunnel per call, as the protocol's first version does, instead of tunnels that carry call after call (to compare; a kas that does not offer reuse gets single-use tunnels anyway)")
 	fs.IntVar(&cfg.Pool.MaxMessageSize, "max-message-size", tunclient.DefaultMaxMessageSize, "largest proxied message in bytes")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving /metrics, /healthz and /readyz, for example 127.0.0.1:8152; empty disables it")

@@ -83,6 +83,14 @@ func (m *ServiceMux) GetServiceInfo() map[string]grpc.ServiceInfo {
 	return out
 }
 
+// AnswersOnce reports whether method is registered and answers with one message: a unary or a
+// client-streaming method. Such an answer can wait for the handler's return to leave in one piece: the
+// caller can do nothing with a part of it.
+func (m *ServiceMux) AnswersOnce(method string) bool {
+	mm, ok := m.methods[method]
+	return ok && (mm.unary != nil || mm.stream != nil && !mm.stream.ServerStreams)
+}
+
 // Handle serves the call on ss: its method comes from the stream's context (grpc.MethodFromServerStream).
 // It has the signature of grpc.StreamHandler.
 func (m *ServiceMux) Handle(_ any, ss grpc.ServerStream) error {

@@ -46,6 +46,7 @@ func (s *Server) newAgentServer(creds credentials.TransportCredentials, grpcMetr
 	api.SetHandshakeTimeout(cfg.Limits.TunnelHandshakeTimeout)
 	api.SetMaxSendBytes(s.envelopeMax())
 	api.SetSingleUse(cfg.SingleUseTunnels)
+	api.SetNoBatches(cfg.NoTunnelBatches)
 	rpc.RegisterReverseTunnelServer(srv, api)
 	return srv, nil
 }

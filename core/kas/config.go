@@ -71,6 +71,9 @@ type Config struct {
 	// SingleUseTunnels gives every tunnel one call, even to agents that ask for reusable tunnels: the
 	// protocol's first version, kept to measure it beside reuse.
 	SingleUseTunnels bool
+	// NoTunnelBatches refuses batches on every tunnel (rpc.RequestBatch), as kas before them did: each
+	// message of a call then travels as a gRPC message of its own. To compare, and for mixed versions.
+	NoTunnelBatches bool
 	// NoEagerGateway turns eager gateway streams off, both ways: this kas neither asks another kas for
 	// one nor announces that it serves them, as kas before them did (see routing.eagerGateway).
 	NoEagerGateway bool

@@ -55,6 +55,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.Var(callers, "caller-token", "a caller `IDS=TOKEN`: the bearer TOKEN may reach agents IDS (comma-separated ids, or * for every agent) through the public API and the HTTP listener (repeatable; prefer --caller-tokens-file)")
 	callersFile := fs.String("caller-tokens-file", "", "`FILE` with one IDS=TOKEN per line ('#' starts a comment)")
 	eager := fs.Bool("eager-gateway", true, "send a call for an agent held by another kas straight to the kas where it was found last time, without a find or a round trip (false: always search, as kas before v0.3 did)")
+	fs.BoolVar(&cfg.NoTunnelBatches, "no-tunnel-batches", false, "refuse batches on every tunnel, so that each message of a call travels alone, as kas before batches did (to compare)")
 	fs.BoolVar(&cfg.SingleUseTunnels, "single-use-tunnels", false, "give every tunnel one call, as the protocol's first version does, even to agents that ask for reusable tunnels (to compare)")
 	fs.BoolVar(&cfg.Dev, "dev", false, "development mode: the public API and the HTTP listener accept any caller without a token; refused unless both listen on loopback")
 	tlsCert := fs.String("tls-cert-file", "", "PEM certificate `FILE` served on every listener (reloaded when it changes); with --tls-key-file, turns TLS on")

@@ -3,6 +3,7 @@ package rpc
 import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Most tunnel traffic is Message envelopes: one proxied gRPC message wrapped in ConnectRequest,
@@ -19,13 +20,24 @@ const (
 	connectResponseMessageField protowire.Number = 2
 	gatewayResponseMessageField protowire.Number = 4
 	messageDataField            protowire.Number = 1
+	connectRequestBatchField    protowire.Number = 7
+	connectResponseBatchField   protowire.Number = 5
+	batchMsgsField              protowire.Number = 1
 )
 
 // MarshalBuffers encodes a Message envelope without copying its payload; ok is false for every other
 // message.
 func (m *ConnectRequest) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
-	if x, isMsg := m.GetMsg().(*ConnectRequest_Message); isMsg && len(m.unknownFields) == 0 {
+	if len(m.unknownFields) != 0 {
+		return nil, false
+	}
+	switch x := m.GetMsg().(type) {
+	case *ConnectRequest_Message:
 		return envelopeBuffers(connectRequestMessageField, x.Message)
+	case *ConnectRequest_Batch:
+		if len(x.Batch.unknownFields) == 0 {
+			return batchBuffers(connectRequestBatchField, x.Batch.GetMsgs())
+		}
 	}
 	return nil, false
 }
@@ -33,6 +45,19 @@ func (m *ConnectRequest) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 // UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
 // ok is false (and m untouched) otherwise. b must not change afterwards.
 func (m *ConnectRequest) UnmarshalOwned(b []byte) (ok bool) {
+	if msgs, ok := parseBatch(b, connectRequestBatchField, func(e []byte) (*ConnectRequest, bool) {
+		inner := &ConnectRequest{}
+		return inner, inner.unmarshalMessage(e) || proto.Unmarshal(e, inner) == nil
+	}); ok {
+		m.Reset()
+		m.Msg = &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}
+		return true
+	}
+	return m.unmarshalMessage(b)
+}
+
+// unmarshalMessage is UnmarshalOwned for a Message envelope only.
+func (m *ConnectRequest) unmarshalMessage(b []byte) (ok bool) {
 	data, ok := parseEnvelope(b, connectRequestMessageField)
 	if !ok {
 		return false
@@ -45,8 +70,16 @@ func (m *ConnectRequest) UnmarshalOwned(b []byte) (ok bool) {
 // MarshalBuffers encodes a Message envelope without copying its payload; ok is false for every other
 // message.
 func (m *ConnectResponse) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
-	if x, isMsg := m.GetMsg().(*ConnectResponse_Message); isMsg && len(m.unknownFields) == 0 {
+	if len(m.unknownFields) != 0 {
+		return nil, false
+	}
+	switch x := m.GetMsg().(type) {
+	case *ConnectResponse_Message:
 		return envelopeBuffers(connectResponseMessageField, x.Message)
+	case *ConnectResponse_Batch:
+		if len(x.Batch.unknownFields) == 0 {
+			return batchBuffers(connectResponseBatchField, x.Batch.GetMsgs())
+		}
 	}
 	return nil, false
 }
@@ -54,6 +87,19 @@ func (m *ConnectResponse) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 // UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
 // ok is false (and m untouched) otherwise. b must not change afterwards.
 func (m *ConnectResponse) UnmarshalOwned(b []byte) (ok bool) {
+	if msgs, ok := parseBatch(b, connectResponseBatchField, func(e []byte) (*ConnectResponse, bool) {
+		inner := &ConnectResponse{}
+		return inner, inner.unmarshalMessage(e) || proto.Unmarshal(e, inner) == nil
+	}); ok {
+		m.Reset()
+		m.Msg = &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: msgs}}
+		return true
+	}
+	return m.unmarshalMessage(b)
+}
+
+// unmarshalMessage is UnmarshalOwned for a Message envelope only.
+func (m *ConnectResponse) unmarshalMessage(b []byte) (ok bool) {
 	data, ok := parseEnvelope(b, connectResponseMessageField)
 	if !ok {
 		return false
@@ -130,4 +176,131 @@ func parseEnvelope(b []byte, field protowire.Number) (data []byte, ok bool) {
 	}
 	// Cap the slice so that an append by its user can never write over bytes after it.
 	return data[:len(data):len(data)], true
+}
+
+// Batches (RequestBatch, ResponseBatch) go through protobuf's reflection for a repeated message inside a
+// oneof, which cost more per call than the messages they save; they are encoded and decoded here
+// instead, as the same bytes: the outer tag and length, then each message as a msgs entry.
+
+// batchBuffers is proto.Marshal of an envelope whose field is a batch of msgs, in one buffer but for
+// payloads over batchInlineMax, which keep buffers of their own (a sender batches none that large).
+func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlice, bool) {
+	sizes := make([]int, len(msgs))
+	total, inline := 0, 0
+	for i, m := range msgs {
+		if data, f, ok := m.envelopeData(); ok {
+			sizes[i] = envelopeSize(f, len(data))
+			if len(data) > batchInlineMax {
+				inline -= len(data)
+			}
+		} else {
+			sizes[i] = proto.Size(m)
+		}
+		total += protowire.SizeTag(batchMsgsField) + protowire.SizeBytes(sizes[i])
+	}
+	head := make([]byte, 0, protowire.SizeTag(field)+protowire.SizeVarint(uint64(total))+total+inline)
+	head = protowire.AppendTag(head, field, protowire.BytesType)
+	head = protowire.AppendVarint(head, uint64(total))
+	var out mem.BufferSlice
+	for i, m := range msgs {
+		head = protowire.AppendTag(head, batchMsgsField, protowire.BytesType)
+		head = protowire.AppendVarint(head, uint64(sizes[i]))
+		data, f, ok := m.envelopeData()
+		if !ok {
+			var err error
+			if head, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(head, m); err != nil {
+				return nil, false
+			}
+			continue
+		}
+		head = appendEnvelopePrefix(head, f, len(data))
+		if len(data) <= batchInlineMax {
+			head = append(head, data...)
+			continue
+		}
+		out = append(out, mem.SliceBuffer(head), mem.SliceBuffer(data))
+		head = head[len(head):] // the rest of the buffer, for what follows
+	}
+	if len(head) > 0 || len(out) == 0 {
+		out = append(out, mem.SliceBuffer(head))
+	}
+	return out, true
+}
+
+// batchInlineMax: a batched payload up to this size is copied into the batch's buffer.
+const batchInlineMax = 1024
+
+// batchable is an envelope type that batches hold.
+type batchable interface {
+	proto.Message
+	// envelopeData is the payload and field number when the message is a plain Message envelope.
+	envelopeData() (data []byte, field protowire.Number, ok bool)
+}
+
+func (m *ConnectRequest) envelopeData() ([]byte, protowire.Number, bool) {
+	if x, ok := m.GetMsg().(*ConnectRequest_Message); ok && len(m.unknownFields) == 0 && len(x.Message.unknownFields) == 0 {
+		return x.Message.GetData(), connectRequestMessageField, true
+	}
+	return nil, 0, false
+}
+
+func (m *ConnectResponse) envelopeData() ([]byte, protowire.Number, bool) {
+	if x, ok := m.GetMsg().(*ConnectResponse_Message); ok && len(m.unknownFields) == 0 && len(x.Message.unknownFields) == 0 {
+		return x.Message.GetData(), connectResponseMessageField, true
+	}
+	return nil, 0, false
+}
+
+// envelopeSize is the encoded size of a Message envelope in field f with n bytes of payload.
+func envelopeSize(f protowire.Number, n int) int {
+	inner := 0
+	if n > 0 {
+		inner = protowire.SizeTag(messageDataField) + protowire.SizeBytes(n)
+	}
+	return protowire.SizeTag(f) + protowire.SizeBytes(inner)
+}
+
+// appendEnvelopePrefix appends what comes before the payload in a Message envelope (see envelopeBuffers).
+func appendEnvelopePrefix(b []byte, f protowire.Number, n int) []byte {
+	inner := 0
+	if n > 0 {
+		inner = protowire.SizeTag(messageDataField) + protowire.SizeBytes(n)
+	}
+	b = protowire.AppendTag(b, f, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(inner))
+	if n == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, messageDataField, protowire.BytesType)
+	return protowire.AppendVarint(b, uint64(n))
+}
+
+// parseBatch decodes b when it is exactly one field of number field holding a batch whose every entry
+// decode takes; ok is false otherwise (protobuf then decodes b, and reports what is wrong with it).
+func parseBatch[M any](b []byte, field protowire.Number, decode func([]byte) (M, bool)) (msgs []M, ok bool) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || num != field || typ != protowire.BytesType {
+		return nil, false
+	}
+	batch, m := protowire.ConsumeBytes(b[n:])
+	if m < 0 || n+m != len(b) {
+		return nil, false
+	}
+	for len(batch) > 0 {
+		num, typ, n := protowire.ConsumeTag(batch)
+		if n < 0 || num != batchMsgsField || typ != protowire.BytesType {
+			return nil, false
+		}
+		e, m := protowire.ConsumeBytes(batch[n:])
+		if m < 0 {
+			return nil, false
+		}
+		msg, ok := decode(e[:len(e):len(e)])
+		if !ok {
+			return nil, false
+		}
+		msgs = append(msgs, msg)
+		batch = batch[n+m:]
+	}
+	return msgs, true
 }

@@ -27,6 +27,27 @@ func envelopes() []envelope {
 			&GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: data}}},
 		)
 	}
+	small := []byte("hello")
+	big := bytes.Repeat([]byte{0x5a}, 1<<20)
+	hdr := &ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{Meta: MetaToValues(map[string][]string{"k": {"v"}})}}}
+	reqMsg := func(d []byte) *ConnectRequest {
+		return &ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: d}}}
+	}
+	respMsg := func(d []byte) *ConnectResponse {
+		return &ConnectResponse{Msg: &ConnectResponse_Message{Message: &Message{Data: d}}}
+	}
+	info := &ConnectResponse{Msg: &ConnectResponse_RequestInfo{RequestInfo: &RequestInfo{MethodName: "/s/m"}}}
+	out = append(out,
+		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{}}},
+		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{hdr, reqMsg(small), reqMsg(nil),
+			{Msg: &ConnectRequest_Trailer{Trailer: &Trailer{}}}, {Msg: &ConnectRequest_CallEnd{CallEnd: &CallEnd{}}}}}}},
+		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{reqMsg(big), hdr, {}}}}},
+		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{
+			{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{hdr}}}}}}}},
+		&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{
+			{Msg: &ConnectResponse_CallEnd{CallEnd: &CallEnd{}}}, info, respMsg(small), {Msg: &ConnectResponse_CloseSend{CloseSend: &CloseSend{}}}}}}},
+		&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{respMsg(big), respMsg(small)}}}},
+	)
 	return append(out,
 		&ConnectRequest{Msg: &ConnectRequest_Message{}},
 		&ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{Meta: MetaToValues(map[string][]string{"k": {"v"}})}}},
@@ -63,14 +84,21 @@ func TestEnvelopeFastPathWritesWhatProtobufWrites(t *testing.T) {
 	}
 }
 
+// isMessageEnvelope: m takes the fast path, as a Message envelope or a batch.
 func isMessageEnvelope(m proto.Message) bool {
 	switch x := m.(type) {
 	case *ConnectRequest:
-		_, ok := x.GetMsg().(*ConnectRequest_Message)
-		return ok
+		switch x.GetMsg().(type) {
+		case *ConnectRequest_Message, *ConnectRequest_Batch:
+			return true
+		}
+		return false
 	case *ConnectResponse:
-		_, ok := x.GetMsg().(*ConnectResponse_Message)
-		return ok
+		switch x.GetMsg().(type) {
+		case *ConnectResponse_Message, *ConnectResponse_Batch:
+			return true
+		}
+		return false
 	case *GatewayResponse:
 		_, ok := x.GetMsg().(*GatewayResponse_Message)
 		return ok
@@ -99,6 +127,9 @@ func FuzzEnvelopeDecode(f *testing.F) {
 	}
 	f.Add([]byte{0x1a, 0x03, 0x0a, 0x01, 0x00, 0x1a, 0x00}) // the field twice: protobuf merges
 	f.Add([]byte{0x1a, 0x02, 0x12, 0x00})                   // an unknown inner field
+	f.Add([]byte{0x3a, 0x04, 0x0a, 0x02, 0x1a, 0x00})       // a batch of one empty Message
+	f.Add([]byte{0x3a, 0x02, 0x0a, 0x00, 0x3a, 0x00})       // the batch field twice: protobuf merges
+	f.Add([]byte{0x2a, 0x04, 0x0a, 0x02, 0x22, 0x00})       // a response batch of one call_end
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, m := range []envelope{&ConnectRequest{}, &ConnectResponse{}, &GatewayResponse{}} {
 			fast := m.ProtoReflect().New().Interface().(envelope)

@@ -64,6 +64,11 @@ const (
 // reusable tunnel (Descriptor.reuse). An agent that does not see it treats the tunnel as single-use.
 const TunnelReuseHeaderKey = "tunnel-reuse"
 
+// TunnelBatchesHeaderKey is the Connect response header with which kas accepts an agent's offer of
+// batches (Descriptor.batches) on a reusable tunnel: from then on both may send RequestBatch and
+// ResponseBatch. An agent that does not see it sends and expects no batch.
+const TunnelBatchesHeaderKey = "tunnel-batches"
+
 // TunnelEndReasonKey is the trailer key with which kas tells an agent why it ended an idle tunnel.
 const TunnelEndReasonKey = "tunnel-end-reason"
 

@@ -29,6 +29,9 @@ const (
 	StateTunnelReady    State = "tunnel_ready"
 	StateStartStreaming State = "start_streaming"
 	StateCallEnd        State = "call_end"
+	// StateBatch is a batch where the table's messages are expected: a batch inside a batch, or one on a
+	// tunnel that did not agree to batches (see BatchedConnectServer). No table allows it.
+	StateBatch State = "batch"
 )
 
 // Table is the allowed order of messages on one direction of one kind of stream. It is written down once
@@ -180,6 +183,8 @@ func AgentState(m *ConnectRequest) State {
 		return StateError
 	case *ConnectRequest_CallEnd:
 		return StateCallEnd
+	case *ConnectRequest_Batch:
+		return StateBatch
 	default:
 		return StateEmpty
 	}
@@ -196,6 +201,8 @@ func KasState(m *ConnectResponse) State {
 		return StateCloseSend
 	case *ConnectResponse_CallEnd:
 		return StateCallEnd
+	case *ConnectResponse_Batch:
+		return StateBatch
 	default:
 		return StateEmpty
 	}

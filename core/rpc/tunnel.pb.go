@@ -73,8 +73,12 @@ func (x *Values) GetValue() [][]byte {
 
 // Method is one method of a service, by its short name ("Check", not "/grpc.health.v1.Health/Check").
 type Method struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The caller sends one request message and half-closes (a unary or server-streaming method). On a
+	// batched tunnel kas then sends the call's request_info, message and close_send as one batch. Unset
+	// says nothing: the method may stream requests, and kas sends each as it comes.
+	OneRequest    bool `protobuf:"varint,2,opt,name=one_request,json=oneRequest,proto3" json:"one_request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -114,6 +118,13 @@ func (x *Method) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *Method) GetOneRequest() bool {
+	if x != nil {
+		return x.OneRequest
+	}
+	return false
 }
 
 // Service is one gRPC service an agent tunnel can serve.
@@ -232,7 +243,11 @@ type Descriptor struct {
 	// The agent can serve call after call on this tunnel (see CallEnd). kas answers with the
 	// "tunnel-reuse" response header when it will; without it, or from an agent that does not set this,
 	// the tunnel carries one call and ends, as in the first version of the protocol.
-	Reuse         bool `protobuf:"varint,2,opt,name=reuse,proto3" json:"reuse,omitempty"`
+	Reuse bool `protobuf:"varint,2,opt,name=reuse,proto3" json:"reuse,omitempty"`
+	// The agent takes batches (RequestBatch, ResponseBatch) on a reusable tunnel and sends them when kas
+	// answers with the "tunnel-batches" response header. A kas that does not answer so gets, and may
+	// send, no batch: to either side of an older version a batch is a message it does not know.
+	Batches       bool `protobuf:"varint,3,opt,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +292,13 @@ func (x *Descriptor) GetAgentDescriptor() *AgentDescriptor {
 func (x *Descriptor) GetReuse() bool {
 	if x != nil {
 		return x.Reuse
+	}
+	return false
+}
+
+func (x *Descriptor) GetBatches() bool {
+	if x != nil {
+		return x.Batches
 	}
 	return false
 }
@@ -626,6 +648,7 @@ type ConnectRequest struct {
 	//	*ConnectRequest_Trailer
 	//	*ConnectRequest_Error
 	//	*ConnectRequest_CallEnd
+	//	*ConnectRequest_Batch
 	Msg           isConnectRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -722,6 +745,15 @@ func (x *ConnectRequest) GetCallEnd() *CallEnd {
 	return nil
 }
 
+func (x *ConnectRequest) GetBatch() *RequestBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectRequest_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isConnectRequest_Msg interface {
 	isConnectRequest_Msg()
 }
@@ -750,6 +782,10 @@ type ConnectRequest_CallEnd struct {
 	CallEnd *CallEnd `protobuf:"bytes,6,opt,name=call_end,json=callEnd,proto3,oneof"` // reusable tunnels only
 }
 
+type ConnectRequest_Batch struct {
+	Batch *RequestBatch `protobuf:"bytes,7,opt,name=batch,proto3,oneof"` // batched tunnels only
+}
+
 func (*ConnectRequest_Descriptor_) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_Header) isConnectRequest_Msg() {}
@@ -762,6 +798,55 @@ func (*ConnectRequest_Error) isConnectRequest_Msg() {}
 
 func (*ConnectRequest_CallEnd) isConnectRequest_Msg() {}
 
+func (*ConnectRequest_Batch) isConnectRequest_Msg() {}
+
+// RequestBatch is several agent messages sent as one (batched tunnels only): each costs the tunnel one
+// gRPC message and one wake-up of kas's reader however small it is, and a small call's answer is four.
+// A batch never holds a batch or a descriptor (either breaks the protocol); an empty one is nothing.
+type RequestBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Msgs          []*ConnectRequest      `protobuf:"bytes,1,rep,name=msgs,proto3" json:"msgs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestBatch) Reset() {
+	*x = RequestBatch{}
+	mi := &file_core_rpc_tunnel_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestBatch) ProtoMessage() {}
+
+func (x *RequestBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_tunnel_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestBatch.ProtoReflect.Descriptor instead.
+func (*RequestBatch) Descriptor() ([]byte, []int) {
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RequestBatch) GetMsgs() []*ConnectRequest {
+	if x != nil {
+		return x.Msgs
+	}
+	return nil
+}
+
 type ConnectResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -770,6 +855,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_Message
 	//	*ConnectResponse_CloseSend
 	//	*ConnectResponse_CallEnd
+	//	*ConnectResponse_Batch
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -777,7 +863,7 @@ type ConnectResponse struct {
 
 func (x *ConnectResponse) Reset() {
 	*x = ConnectResponse{}
-	mi := &file_core_rpc_tunnel_proto_msgTypes[13]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +875,7 @@ func (x *ConnectResponse) String() string {
 func (*ConnectResponse) ProtoMessage() {}
 
 func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_tunnel_proto_msgTypes[13]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +888,7 @@ func (x *ConnectResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConnectResponse.ProtoReflect.Descriptor instead.
 func (*ConnectResponse) Descriptor() ([]byte, []int) {
-	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{13}
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConnectResponse) GetMsg() isConnectResponse_Msg {
@@ -848,6 +934,15 @@ func (x *ConnectResponse) GetCallEnd() *CallEnd {
 	return nil
 }
 
+func (x *ConnectResponse) GetBatch() *ResponseBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -868,6 +963,10 @@ type ConnectResponse_CallEnd struct {
 	CallEnd *CallEnd `protobuf:"bytes,4,opt,name=call_end,json=callEnd,proto3,oneof"` // reusable tunnels only
 }
 
+type ConnectResponse_Batch struct {
+	Batch *ResponseBatch `protobuf:"bytes,5,opt,name=batch,proto3,oneof"` // batched tunnels only
+}
+
 func (*ConnectResponse_RequestInfo) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Message) isConnectResponse_Msg() {}
@@ -876,26 +975,77 @@ func (*ConnectResponse_CloseSend) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_CallEnd) isConnectResponse_Msg() {}
 
+func (*ConnectResponse_Batch) isConnectResponse_Msg() {}
+
+// ResponseBatch is several kas messages sent as one (batched tunnels only), as RequestBatch is for the
+// agent. A batch never holds a batch.
+type ResponseBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Msgs          []*ConnectResponse     `protobuf:"bytes,1,rep,name=msgs,proto3" json:"msgs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseBatch) Reset() {
+	*x = ResponseBatch{}
+	mi := &file_core_rpc_tunnel_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseBatch) ProtoMessage() {}
+
+func (x *ResponseBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_tunnel_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseBatch.ProtoReflect.Descriptor instead.
+func (*ResponseBatch) Descriptor() ([]byte, []int) {
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ResponseBatch) GetMsgs() []*ConnectResponse {
+	if x != nil {
+		return x.Msgs
+	}
+	return nil
+}
+
 var File_core_rpc_tunnel_proto protoreflect.FileDescriptor
 
 const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\n" +
 	"\x15core/rpc/tunnel.proto\x12\x12tunnelbench.rpc.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x1e\n" +
 	"\x06Values\x12\x14\n" +
-	"\x05value\x18\x01 \x03(\fR\x05value\"\x1c\n" +
+	"\x05value\x18\x01 \x03(\fR\x05value\"=\n" +
 	"\x06Method\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"t\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vone_request\x18\x02 \x01(\bR\n" +
+	"oneRequest\"t\n" +
 	"\aService\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
 	"\amethods\x18\x02 \x03(\v2\x1a.tunnelbench.rpc.v1.MethodR\amethods\x12\x1f\n" +
 	"\vall_methods\x18\x03 \x01(\bR\n" +
 	"allMethods\"J\n" +
 	"\x0fAgentDescriptor\x127\n" +
-	"\bservices\x18\x01 \x03(\v2\x1b.tunnelbench.rpc.v1.ServiceR\bservices\"r\n" +
+	"\bservices\x18\x01 \x03(\v2\x1b.tunnelbench.rpc.v1.ServiceR\bservices\"\x8c\x01\n" +
 	"\n" +
 	"Descriptor\x12N\n" +
 	"\x10agent_descriptor\x18\x01 \x01(\v2#.tunnelbench.rpc.v1.AgentDescriptorR\x0fagentDescriptor\x12\x14\n" +
-	"\x05reuse\x18\x02 \x01(\bR\x05reuse\"\x97\x01\n" +
+	"\x05reuse\x18\x02 \x01(\bR\x05reuse\x12\x18\n" +
+	"\abatches\x18\x03 \x01(\bR\abatches\"\x97\x01\n" +
 	"\x06Header\x128\n" +
 	"\x04meta\x18\x01 \x03(\v2$.tunnelbench.rpc.v1.Header.MetaEntryR\x04meta\x1aS\n" +
 	"\tMetaEntry\x12\x10\n" +
@@ -920,7 +1070,7 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x1a.tunnelbench.rpc.v1.ValuesR\x05value:\x028\x01\"\v\n" +
 	"\tCloseSend\"5\n" +
 	"\aCallEnd\x12*\n" +
-	"\x06status\x18\x01 \x01(\v2\x12.google.rpc.StatusR\x06status\"\xee\x02\n" +
+	"\x06status\x18\x01 \x01(\v2\x12.google.rpc.StatusR\x06status\"\xa8\x03\n" +
 	"\x0eConnectRequest\x12@\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\v2\x1e.tunnelbench.rpc.v1.DescriptorH\x00R\n" +
@@ -929,15 +1079,21 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x127\n" +
 	"\atrailer\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.TrailerH\x00R\atrailer\x121\n" +
 	"\x05error\x18\x05 \x01(\v2\x19.tunnelbench.rpc.v1.ErrorH\x00R\x05error\x128\n" +
-	"\bcall_end\x18\x06 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEndB\x05\n" +
-	"\x03msg\"\x91\x02\n" +
+	"\bcall_end\x18\x06 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEnd\x128\n" +
+	"\x05batch\x18\a \x01(\v2 .tunnelbench.rpc.v1.RequestBatchH\x00R\x05batchB\x05\n" +
+	"\x03msg\"F\n" +
+	"\fRequestBatch\x126\n" +
+	"\x04msgs\x18\x01 \x03(\v2\".tunnelbench.rpc.v1.ConnectRequestR\x04msgs\"\xcc\x02\n" +
 	"\x0fConnectResponse\x12D\n" +
 	"\frequest_info\x18\x01 \x01(\v2\x1f.tunnelbench.rpc.v1.RequestInfoH\x00R\vrequestInfo\x127\n" +
 	"\amessage\x18\x02 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x12>\n" +
 	"\n" +
 	"close_send\x18\x03 \x01(\v2\x1d.tunnelbench.rpc.v1.CloseSendH\x00R\tcloseSend\x128\n" +
-	"\bcall_end\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEndB\x05\n" +
-	"\x03msg2g\n" +
+	"\bcall_end\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEnd\x129\n" +
+	"\x05batch\x18\x05 \x01(\v2!.tunnelbench.rpc.v1.ResponseBatchH\x00R\x05batchB\x05\n" +
+	"\x03msg\"H\n" +
+	"\rResponseBatch\x127\n" +
+	"\x04msgs\x18\x01 \x03(\v2#.tunnelbench.rpc.v1.ConnectResponseR\x04msgs2g\n" +
 	"\rReverseTunnel\x12V\n" +
 	"\aConnect\x12\".tunnelbench.rpc.v1.ConnectRequest\x1a#.tunnelbench.rpc.v1.ConnectResponse(\x010\x01B-Z+github.com/tunnelbench/tunnelbench/core/rpcb\x06proto3"
 
@@ -953,7 +1109,7 @@ func file_core_rpc_tunnel_proto_rawDescGZIP() []byte {
 	return file_core_rpc_tunnel_proto_rawDescData
 }
 
-var file_core_rpc_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_core_rpc_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_core_rpc_tunnel_proto_goTypes = []any{
 	(*Values)(nil),                // 0: tunnelbench.rpc.v1.Values
 	(*Method)(nil),                // 1: tunnelbench.rpc.v1.Method
@@ -968,43 +1124,49 @@ var file_core_rpc_tunnel_proto_goTypes = []any{
 	(*CloseSend)(nil),             // 10: tunnelbench.rpc.v1.CloseSend
 	(*CallEnd)(nil),               // 11: tunnelbench.rpc.v1.CallEnd
 	(*ConnectRequest)(nil),        // 12: tunnelbench.rpc.v1.ConnectRequest
-	(*ConnectResponse)(nil),       // 13: tunnelbench.rpc.v1.ConnectResponse
-	nil,                           // 14: tunnelbench.rpc.v1.Header.MetaEntry
-	nil,                           // 15: tunnelbench.rpc.v1.Trailer.MetaEntry
-	nil,                           // 16: tunnelbench.rpc.v1.RequestInfo.MetaEntry
-	(*status.Status)(nil),         // 17: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 18: google.protobuf.Timestamp
+	(*RequestBatch)(nil),          // 13: tunnelbench.rpc.v1.RequestBatch
+	(*ConnectResponse)(nil),       // 14: tunnelbench.rpc.v1.ConnectResponse
+	(*ResponseBatch)(nil),         // 15: tunnelbench.rpc.v1.ResponseBatch
+	nil,                           // 16: tunnelbench.rpc.v1.Header.MetaEntry
+	nil,                           // 17: tunnelbench.rpc.v1.Trailer.MetaEntry
+	nil,                           // 18: tunnelbench.rpc.v1.RequestInfo.MetaEntry
+	(*status.Status)(nil),         // 19: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
 }
 var file_core_rpc_tunnel_proto_depIdxs = []int32{
 	1,  // 0: tunnelbench.rpc.v1.Service.methods:type_name -> tunnelbench.rpc.v1.Method
 	2,  // 1: tunnelbench.rpc.v1.AgentDescriptor.services:type_name -> tunnelbench.rpc.v1.Service
 	3,  // 2: tunnelbench.rpc.v1.Descriptor.agent_descriptor:type_name -> tunnelbench.rpc.v1.AgentDescriptor
-	14, // 3: tunnelbench.rpc.v1.Header.meta:type_name -> tunnelbench.rpc.v1.Header.MetaEntry
-	15, // 4: tunnelbench.rpc.v1.Trailer.meta:type_name -> tunnelbench.rpc.v1.Trailer.MetaEntry
-	17, // 5: tunnelbench.rpc.v1.Error.status:type_name -> google.rpc.Status
-	16, // 6: tunnelbench.rpc.v1.RequestInfo.meta:type_name -> tunnelbench.rpc.v1.RequestInfo.MetaEntry
-	18, // 7: tunnelbench.rpc.v1.RequestInfo.deadline:type_name -> google.protobuf.Timestamp
-	17, // 8: tunnelbench.rpc.v1.CallEnd.status:type_name -> google.rpc.Status
+	16, // 3: tunnelbench.rpc.v1.Header.meta:type_name -> tunnelbench.rpc.v1.Header.MetaEntry
+	17, // 4: tunnelbench.rpc.v1.Trailer.meta:type_name -> tunnelbench.rpc.v1.Trailer.MetaEntry
+	19, // 5: tunnelbench.rpc.v1.Error.status:type_name -> google.rpc.Status
+	18, // 6: tunnelbench.rpc.v1.RequestInfo.meta:type_name -> tunnelbench.rpc.v1.RequestInfo.MetaEntry
+	20, // 7: tunnelbench.rpc.v1.RequestInfo.deadline:type_name -> google.protobuf.Timestamp
+	19, // 8: tunnelbench.rpc.v1.CallEnd.status:type_name -> google.rpc.Status
 	4,  // 9: tunnelbench.rpc.v1.ConnectRequest.descriptor:type_name -> tunnelbench.rpc.v1.Descriptor
 	5,  // 10: tunnelbench.rpc.v1.ConnectRequest.header:type_name -> tunnelbench.rpc.v1.Header
 	6,  // 11: tunnelbench.rpc.v1.ConnectRequest.message:type_name -> tunnelbench.rpc.v1.Message
 	7,  // 12: tunnelbench.rpc.v1.ConnectRequest.trailer:type_name -> tunnelbench.rpc.v1.Trailer
 	8,  // 13: tunnelbench.rpc.v1.ConnectRequest.error:type_name -> tunnelbench.rpc.v1.Error
 	11, // 14: tunnelbench.rpc.v1.ConnectRequest.call_end:type_name -> tunnelbench.rpc.v1.CallEnd
-	9,  // 15: tunnelbench.rpc.v1.ConnectResponse.request_info:type_name -> tunnelbench.rpc.v1.RequestInfo
-	6,  // 16: tunnelbench.rpc.v1.ConnectResponse.message:type_name -> tunnelbench.rpc.v1.Message
-	10, // 17: tunnelbench.rpc.v1.ConnectResponse.close_send:type_name -> tunnelbench.rpc.v1.CloseSend
-	11, // 18: tunnelbench.rpc.v1.ConnectResponse.call_end:type_name -> tunnelbench.rpc.v1.CallEnd
-	0,  // 19: tunnelbench.rpc.v1.Header.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	0,  // 20: tunnelbench.rpc.v1.Trailer.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	0,  // 21: tunnelbench.rpc.v1.RequestInfo.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	12, // 22: tunnelbench.rpc.v1.ReverseTunnel.Connect:input_type -> tunnelbench.rpc.v1.ConnectRequest
-	13, // 23: tunnelbench.rpc.v1.ReverseTunnel.Connect:output_type -> tunnelbench.rpc.v1.ConnectResponse
-	23, // [23:24] is the sub-list for method output_type
-	22, // [22:23] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	13, // 15: tunnelbench.rpc.v1.ConnectRequest.batch:type_name -> tunnelbench.rpc.v1.RequestBatch
+	12, // 16: tunnelbench.rpc.v1.RequestBatch.msgs:type_name -> tunnelbench.rpc.v1.ConnectRequest
+	9,  // 17: tunnelbench.rpc.v1.ConnectResponse.request_info:type_name -> tunnelbench.rpc.v1.RequestInfo
+	6,  // 18: tunnelbench.rpc.v1.ConnectResponse.message:type_name -> tunnelbench.rpc.v1.Message
+	10, // 19: tunnelbench.rpc.v1.ConnectResponse.close_send:type_name -> tunnelbench.rpc.v1.CloseSend
+	11, // 20: tunnelbench.rpc.v1.ConnectResponse.call_end:type_name -> tunnelbench.rpc.v1.CallEnd
+	15, // 21: tunnelbench.rpc.v1.ConnectResponse.batch:type_name -> tunnelbench.rpc.v1.ResponseBatch
+	14, // 22: tunnelbench.rpc.v1.ResponseBatch.msgs:type_name -> tunnelbench.rpc.v1.ConnectResponse
+	0,  // 23: tunnelbench.rpc.v1.Header.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	0,  // 24: tunnelbench.rpc.v1.Trailer.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	0,  // 25: tunnelbench.rpc.v1.RequestInfo.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	12, // 26: tunnelbench.rpc.v1.ReverseTunnel.Connect:input_type -> tunnelbench.rpc.v1.ConnectRequest
+	14, // 27: tunnelbench.rpc.v1.ReverseTunnel.Connect:output_type -> tunnelbench.rpc.v1.ConnectResponse
+	27, // [27:28] is the sub-list for method output_type
+	26, // [26:27] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_core_rpc_tunnel_proto_init() }
@@ -1019,12 +1181,14 @@ func file_core_rpc_tunnel_proto_init() {
 		(*ConnectRequest_Trailer)(nil),
 		(*ConnectRequest_Error)(nil),
 		(*ConnectRequest_CallEnd)(nil),
+		(*ConnectRequest_Batch)(nil),
 	}
-	file_core_rpc_tunnel_proto_msgTypes[13].OneofWrappers = []any{
+	file_core_rpc_tunnel_proto_msgTypes[14].OneofWrappers = []any{
 		(*ConnectResponse_RequestInfo)(nil),
 		(*ConnectResponse_Message)(nil),
 		(*ConnectResponse_CloseSend)(nil),
 		(*ConnectResponse_CallEnd)(nil),
+		(*ConnectResponse_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1032,7 +1196,7 @@ func file_core_rpc_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_rpc_tunnel_proto_rawDesc), len(file_core_rpc_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

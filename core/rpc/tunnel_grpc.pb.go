@@ -46,6 +46,13 @@ type ReverseTunnelClient interface {
 	//	  or, once kas ended the call first, call_end after any of those;
 	//	kas -> agent: request_info, message*, [close_send], call_end.
 	//	Between calls the agent may withdraw the tunnel (EOF) and kas may end it (EOF).
+	//
+	// batched (a reusable tunnel whose agent sets Descriptor.batches and kas answers with the
+	//
+	//	"tunnel-batches" response header): either side may send several of the messages
+	//	above as one batch, in order; the receiver takes them as if they had come one by
+	//	one, through the same state table. The agent sends the whole answer of a call whose
+	//	answer is one message (header, message, trailer, [error], call_end) as one batch.
 	Connect(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ConnectRequest, ConnectResponse], error)
 }
 
@@ -91,6 +98,13 @@ type ReverseTunnelServer interface {
 	//	  or, once kas ended the call first, call_end after any of those;
 	//	kas -> agent: request_info, message*, [close_send], call_end.
 	//	Between calls the agent may withdraw the tunnel (EOF) and kas may end it (EOF).
+	//
+	// batched (a reusable tunnel whose agent sets Descriptor.batches and kas answers with the
+	//
+	//	"tunnel-batches" response header): either side may send several of the messages
+	//	above as one batch, in order; the receiver takes them as if they had come one by
+	//	one, through the same state table. The agent sends the whole answer of a call whose
+	//	answer is one message (header, message, trailer, [error], call_end) as one batch.
 	Connect(grpc.BidiStreamingServer[ConnectRequest, ConnectResponse]) error
 	mustEmbedUnimplementedReverseTunnelServer()
 }

@@ -82,6 +82,9 @@ type Config struct {
 	// reusable tunnels that carry call after call. It is there to compare with; a kas that does not offer
 	// reuse gets single-use tunnels anyway.
 	SingleUse bool
+	// NoBatches: never offer kas batches (rpc.RequestBatch), so that each message of a call travels as
+	// a gRPC message of its own, as agents before batches did. To compare, and for mixed versions.
+	NoBatches bool
 
 	// Meter records the agent's metrics. Nil records nothing.
 	Meter metric.Meter
@@ -262,6 +265,7 @@ func (a *Agent) Start() error {
 	}
 	d := descriptorFor(a.mux.GetServiceInfo(), exposed)
 	d.Reuse = !a.cfg.SingleUse
+	d.Batches = a.offersBatches()
 	var err error
 	a.descriptorMsg, err = proto.Marshal(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: d}})
 	if err != nil {
@@ -315,6 +319,9 @@ func (a *Agent) Stop(ctx context.Context) {
 		_ = a.local.Close()
 	}
 }
+
+// offersBatches: the agent's descriptor offers kas batches.
+func (a *Agent) offersBatches() bool { return !a.cfg.SingleUse && !a.cfg.NoBatches }
 
 // Stats is a snapshot of the tunnel pool.
 type Stats struct {

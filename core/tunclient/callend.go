@@ -16,6 +16,8 @@ type tunnelCall struct {
 	stream       rpc.ReverseTunnel_ConnectClient
 	cancelStream context.CancelFunc
 	reuse        bool
+	// batches: kas took the agent's offer of batches; the tunnel is reusable.
+	batches bool
 	// drain bounds every wait for kas's end of the call (Config.DrainTimeout).
 	drain time.Duration
 }
@@ -29,6 +31,15 @@ func (c tunnelCall) endOurs() error {
 		return c.stream.Send(agentCallEnd)
 	}
 	return c.stream.CloseSend()
+}
+
+// endOursWith ends the call through b: the agent's call_end joins the answer b holds, and what b holds
+// leaves as one batch. Batches exist on reusable tunnels only.
+func (c tunnelCall) endOursWith(b *rpc.RequestBatcher) error {
+	if err := b.Send(agentCallEnd); err != nil {
+		return err
+	}
+	return b.Flush()
 }
 
 // table is what kas may send during the call.

@@ -9,7 +9,8 @@ import (
 )
 
 // descriptorFor lists every service and method registered on the agent's in-memory server, plus the
-// services advertised with all their methods (forwarded to upstreams the agent does not know).
+// services advertised with all their methods (forwarded to upstreams the agent does not know). A method
+// whose caller sends one request says so, so that kas may batch the request (rpc.Method.one_request).
 func descriptorFor(info map[string]grpc.ServiceInfo, allMethods []string) *rpc.Descriptor {
 	names := make([]string, 0, len(info))
 	for name := range info {
@@ -20,7 +21,7 @@ func descriptorFor(info map[string]grpc.ServiceInfo, allMethods []string) *rpc.D
 	for _, name := range names {
 		s := &rpc.Service{Name: name}
 		for _, m := range info[name].Methods {
-			s.Methods = append(s.Methods, &rpc.Method{Name: m.Name})
+			s.Methods = append(s.Methods, &rpc.Method{Name: m.Name, OneRequest: !m.IsClientStream})
 		}
 		d.Services = append(d.Services, s)
 	}

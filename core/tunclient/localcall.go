@@ -17,7 +17,16 @@ import (
 // service. It returns when the handler returned and kas ended its side of the call, reporting whether
 // the tunnel can take another call.
 func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, md metadata.MD, tc tunnelCall, method string) bool {
-	ss := serverstream.New(ctx, cancelCall, tc.stream, method, md, a.cfg.MaxMessageSize)
+	var out serverstream.Sender = tc.stream
+	endOurs := tc.endOurs
+	if tc.batches && a.mux.AnswersOnce(method) {
+		// The answer (header, message, trailer, status) and the agent's call_end leave as one batch
+		// when the handler returns: one gRPC message and one wake-up of kas's reader instead of four.
+		b := &rpc.RequestBatcher{Stream: tc.stream}
+		out = b
+		endOurs = func() error { return tc.endOursWith(b) }
+	}
+	ss := serverstream.New(ctx, cancelCall, out, method, md, a.cfg.MaxMessageSize)
 
 	handlerDone := make(chan struct{})
 	var drainTimer *time.Timer
@@ -25,7 +34,7 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 	drain := tc.drain
 	go func() {
 		ss.Finish(a.mux.Handle(nil, ss))
-		oursSent = tc.endOurs() == nil
+		oursSent = endOurs() == nil
 		// kas ends its side as soon as it has the answer; if it does not, stop waiting after the
 		// drain timeout.
 		drainTimer = time.AfterFunc(drain, tc.cancelStream)

@@ -252,6 +252,10 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 	if err != nil {
 		return p.failed(c, err)
 	}
+	if p.a.offersBatches() {
+		// kas may batch from its first message on, once it accepted the offer.
+		stream = &rpc.BatchedConnectClient{ReverseTunnel_ConnectClient: stream}
+	}
 	// The descriptor was encoded once, at Start.
 	if err := stream.SendMsg(&grpctool.RawFrame{Data: p.a.descriptorMsg}); err != nil {
 		_, err = stream.Recv() // the real error is the stream's status
@@ -283,6 +287,7 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		if calls == 0 {
 			// kas's answer to the descriptor's request for reuse came with its first message.
 			tc.reuse = !p.cfg.SingleUse && kasOffersReuse(stream)
+			tc.batches = tc.reuse && p.a.offersBatches() && kasTakesBatches(stream)
 		}
 		next := p.a.serveCall(streamCtx, tc, msg.GetRequestInfo())
 		p.mu.Lock()
@@ -325,6 +330,12 @@ func endedForShutdown(stream rpc.ReverseTunnel_ConnectClient) bool {
 func kasOffersReuse(stream rpc.ReverseTunnel_ConnectClient) bool {
 	md, err := stream.Header()
 	return err == nil && len(md.Get(rpc.TunnelReuseHeaderKey)) > 0
+}
+
+// kasTakesBatches reports whether kas accepted the agent's offer of batches (rpc.TunnelBatchesHeaderKey).
+func kasTakesBatches(stream rpc.ReverseTunnel_ConnectClient) bool {
+	md, err := stream.Header()
+	return err == nil && len(md.Get(rpc.TunnelBatchesHeaderKey)) > 0
 }
 
 // notServed is how an idle tunnel ends that did not get a call: withdrawn by the pool, ended by kas, or

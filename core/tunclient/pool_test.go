@@ -132,7 +132,8 @@ func TestPoolOpensMinIdleTunnelsThatSendTheirDescriptorFirst(t *testing.T) {
 	a := startPoolAgent(t, kas, Config{MinIdle: 3})
 	waitSettled(t, a, Stats{Idle: 3}, 3)
 	want := descriptorFor(a.GetServiceInfo(), nil)
-	want.Reuse = true // the agent asks for reusable tunnels unless it is single-use
+	want.Reuse = true   // the agent asks for reusable tunnels unless it is single-use
+	want.Batches = true // and offers batches on them unless told not to
 	streams := kas.all()
 	if len(streams) != 3 {
 		t.Fatalf("%d tunnels opened, want MinIdle = 3", len(streams))

@@ -40,6 +40,7 @@ type AgentAPI struct {
 	handshakeTimeout time.Duration
 	maxSend          int
 	singleUse        bool
+	noBatches        bool
 	log              *slog.Logger
 	refusals         *refusal.Log
 }
@@ -99,12 +100,20 @@ func (r *tunnelRates) allow(agentID int64) error {
 // descriptor. An agent sends it at once; a stream still silent then is refused.
 const DefaultHandshakeTimeout = 5 * time.Second
 
-// tunnelReuseHeader is kas's answer to an agent that asked for a reusable tunnel.
-var tunnelReuseHeader = metadata.Pairs(rpc.TunnelReuseHeaderKey, "1")
+// tunnelReuseHeader is kas's answer to an agent that asked for a reusable tunnel; tunnelBatchesHeader
+// to one that also offered batches.
+var (
+	tunnelReuseHeader   = metadata.Pairs(rpc.TunnelReuseHeaderKey, "1")
+	tunnelBatchesHeader = metadata.Pairs(rpc.TunnelReuseHeaderKey, "1", rpc.TunnelBatchesHeaderKey, "1")
+)
 
 // SetSingleUse makes every tunnel carry one call and end, whatever the agent asks: the protocol's first
 // version, kept to measure it beside reuse. Set it before serving.
 func (a *AgentAPI) SetSingleUse(on bool) { a.singleUse = on }
+
+// SetNoBatches makes kas refuse batches on every tunnel, as kas did before they existed: mixed-version
+// tests and measurements use it. Set it before serving.
+func (a *AgentAPI) SetNoBatches(on bool) { a.noBatches = on }
 
 // SetMaxSendBytes is the agent server's grpc.MaxSendMsgSize: a call whose request info would not fit
 // fails before it touches a tunnel. Zero: not checked. Set it before serving.
@@ -183,11 +192,17 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 		return err
 	}
 	reuse := desc.Reuse && !a.singleUse
-	if reuse {
+	batches := reuse && desc.Batches && !a.noBatches
+	var tunnel rpc.ReverseTunnel_ConnectServer = stream
+	switch {
+	case batches:
 		// Goes out with kas's first message: the agent knows before its first call ends.
+		_ = stream.SetHeader(tunnelBatchesHeader)
+		tunnel = &rpc.BatchedConnectServer{ReverseTunnel_ConnectServer: stream}
+	case reuse:
 		_ = stream.SetHeader(tunnelReuseHeader)
 	}
-	reason, err := a.registry.Serve(agentID, desc, stream, registry.TunnelOptions{MaxSend: a.maxSend, MaxConnectionAge: a.maxAge, Reuse: reuse})
+	reason, err := a.registry.Serve(agentID, desc, tunnel, registry.TunnelOptions{MaxSend: a.maxSend, MaxConnectionAge: a.maxAge, Reuse: reuse, Batches: batches})
 	if reason != "" {
 		stream.SetTrailer(metadata.Pairs(rpc.TunnelEndReasonKey, reason))
 	}

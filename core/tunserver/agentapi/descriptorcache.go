@@ -61,6 +61,7 @@ func (c *descriptorCache) index(data []byte) (descriptor.Index, error) {
 		return descriptor.Index{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 	d.Reuse = first.GetDescriptor_().GetReuse()
+	d.Batches = first.GetDescriptor_().GetBatches()
 	if cacheable {
 		c.mu.Lock()
 		if c.entries == nil || len(c.entries) >= descriptorCacheEntries {

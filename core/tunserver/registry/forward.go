@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
@@ -246,7 +247,7 @@ func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) err
 	// (or, when the agent does not confirm it, of the tunnel) brings about.
 	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
-	if err := pump.Attach(&tunnelTarget{t: t, info: pump.RequestInfo()}); err != nil {
+	if err := pump.Attach(t.target(pump.RequestInfo())); err != nil {
 		if errors.Is(err, request.ErrCallOver) {
 			// The caller went away before the call reached the tunnel: endCall gave the tunnel back.
 			return ctx.Err()
@@ -367,15 +368,41 @@ var closeSendMsg = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{Clos
 type tunnelTarget struct {
 	t    *Tunnel
 	info *rpc.ConnectResponse
+	// hold: the tunnel is batched and the caller sends one request, so request_info and the first
+	// message wait for close_send to leave with it as one batch (see tunnelwriter.Writer.Hold).
+	hold bool
 }
 
-func (tt *tunnelTarget) Begin() error { return tt.t.out.Send(tt.info) }
+// target is where a call's request goes on this tunnel.
+func (t *Tunnel) target(info *rpc.ConnectResponse) *tunnelTarget {
+	tt := &tunnelTarget{t: t, info: info}
+	if t.out.Batches {
+		if service, method, err := grpctool.SplitMethod(info.GetRequestInfo().GetMethodName()); err == nil {
+			tt.hold = t.desc.OneRequest(service, method)
+		}
+	}
+	return tt
+}
+
+func (tt *tunnelTarget) Begin() error {
+	if tt.hold {
+		tt.t.out.Hold(tt.info)
+		return nil
+	}
+	return tt.t.out.Send(tt.info)
+}
 
 func (tt *tunnelTarget) Send(f request.Frame) error {
 	if f.End {
 		return tt.t.out.Send(closeSendMsg)
 	}
-	return tt.t.out.Send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
+	m := &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}}
+	if tt.hold && len(f.Data) <= rpc.BatchMaxBytes {
+		tt.hold = false // the one request: a second one (a caller that breaks the method's shape) goes at once
+		tt.t.out.Hold(m)
+		return nil
+	}
+	return tt.t.out.Send(m)
 }
 
 // callEndMsg is kas's call_end, with why kas ended the call early (a completed call's goes through

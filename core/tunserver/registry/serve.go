@@ -35,6 +35,9 @@ type TunnelOptions struct {
 	MaxConnectionAge time.Duration
 	// Reuse: the tunnel carries call after call (the agent asked for it and kas offered it).
 	Reuse bool
+	// Batches: kas may send rpc.ResponseBatch (the agent offered batches on a reusable tunnel and kas
+	// took them; the stream then unpacks the agent's, see rpc.BatchedConnectServer).
+	Batches bool
 	// Drain bounds the wait for the agent's call_end once kas ended a call; zero means DefaultDrain.
 	Drain time.Duration
 }
@@ -50,6 +53,7 @@ func (r *Registry) Serve(agentID int64, desc descriptor.Index, stream rpc.Revers
 	t := newTunnel(r, agentID, desc, stream)
 	t.maxSend = opts.MaxSend
 	t.reuse = opts.Reuse
+	t.out.Batches = opts.Reuse && opts.Batches
 	t.drain = cmp.Or(opts.Drain, DefaultDrain)
 	if err := r.addTunnel(t); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {

@@ -16,10 +16,13 @@ const (
 
 // Index answers "does this tunnel serve that method" in constant time.
 type Index struct {
-	// services maps a service name to its methods; a nil set means every method.
-	services map[string]map[string]struct{}
+	// services maps a service name to its methods, each to whether its caller sends one request
+	// message; a nil set means every method.
+	services map[string]map[string]bool
 	// Reuse: the agent asked for a reusable tunnel.
 	Reuse bool
+	// Batches: the agent takes and sends batches on a reusable tunnel (rpc.RequestBatch).
+	Batches bool
 }
 
 // NewIndex indexes the services of a descriptor, checking its bounds.
@@ -27,7 +30,7 @@ func NewIndex(d *rpc.AgentDescriptor) (Index, error) {
 	if len(d.GetServices()) > MaxServices {
 		return Index{}, fmt.Errorf("descriptor lists %d services, the limit is %d", len(d.GetServices()), MaxServices)
 	}
-	idx := Index{services: make(map[string]map[string]struct{}, len(d.GetServices()))}
+	idx := Index{services: make(map[string]map[string]bool, len(d.GetServices()))}
 	methods := 0
 	for _, s := range d.GetServices() {
 		if s.GetName() == "" {
@@ -42,14 +45,16 @@ func NewIndex(d *rpc.AgentDescriptor) (Index, error) {
 			continue // already "all methods"
 		}
 		if set == nil {
-			set = make(map[string]struct{}, len(s.GetMethods()))
+			set = make(map[string]bool, len(s.GetMethods()))
 			idx.services[s.GetName()] = set
 		}
 		for _, m := range s.GetMethods() {
 			if m.GetName() == "" {
 				return Index{}, fmt.Errorf("descriptor service %s has a method without a name", s.GetName())
 			}
-			set[m.GetName()] = struct{}{}
+			// Listed twice, a method takes one request only if both say so.
+			prev, seen := set[m.GetName()]
+			set[m.GetName()] = m.GetOneRequest() && (prev || !seen)
 		}
 		methods += len(s.GetMethods())
 		if methods > MaxMethods {
@@ -57,6 +62,12 @@ func NewIndex(d *rpc.AgentDescriptor) (Index, error) {
 		}
 	}
 	return idx, nil
+}
+
+// OneRequest reports whether the agent said that the method's caller sends one request message
+// (rpc.Method.one_request). False for a service served with all its methods: nothing is known of them.
+func (d Index) OneRequest(service, method string) bool {
+	return d.services[service][method]
 }
 
 // Supports reports whether a tunnel with this descriptor serves the method.

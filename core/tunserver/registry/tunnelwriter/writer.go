@@ -20,13 +20,15 @@ type Stream interface {
 type Writer struct {
 	// Stream is set once, before the first Send.
 	Stream Stream
+	// Batches: the agent takes rpc.ResponseBatch (a batched tunnel). Set once, before the first Send.
+	Batches bool
 
 	mu     sync.Mutex
 	closed atomic.Bool
-	// endHeld: kas's call_end of the last call is still to be sent (see HoldCallEnd); endFlush sends it
-	// when no other message does first. Both guarded by mu.
-	endHeld  bool
-	endFlush *time.Timer
+	// held are messages still to be sent (see HoldCallEnd and Hold); flush sends them when no other
+	// message does first. Both guarded by mu.
+	held  []*rpc.ConnectResponse
+	flush *time.Timer
 }
 
 // ErrClosed is what Send returns once the Connect handler has finished (or is finishing).
@@ -36,21 +38,49 @@ var ErrClosed = status.Error(codes.Unavailable, "tunnel closed")
 // from several goroutines at once.
 var callEndOK = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: &rpc.CallEnd{}}}
 
-// Send writes one message to the agent unless the Connect handler has finished (or is finishing). A held
-// call_end goes first.
+// Send writes one message to the agent unless the Connect handler has finished (or is finishing). Held
+// messages go first: on a batched tunnel in one batch with m, unless m is too large to batch.
 func (w *Writer) Send(m *rpc.ConnectResponse) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed.Load() {
 		return ErrClosed
 	}
-	if w.endHeld {
-		w.endHeld = false
-		if err := w.Stream.Send(callEndOK); err != nil {
+	if len(w.held) == 0 {
+		return w.Stream.Send(m)
+	}
+	held := w.held
+	w.held = nil
+	if w.Batches && batchable(m) {
+		return w.Stream.Send(batch(append(held, m)))
+	}
+	if err := w.sendLocked(held); err != nil {
+		return err
+	}
+	return w.Stream.Send(m)
+}
+
+// sendLocked sends msgs: in one batch on a batched tunnel, one by one otherwise. w.mu must be held.
+func (w *Writer) sendLocked(msgs []*rpc.ConnectResponse) error {
+	if w.Batches && len(msgs) > 1 {
+		return w.Stream.Send(batch(msgs))
+	}
+	for _, m := range msgs {
+		if err := w.Stream.Send(m); err != nil {
 			return err
 		}
 	}
-	return w.Stream.Send(m)
+	return nil
+}
+
+func batch(msgs []*rpc.ConnectResponse) *rpc.ConnectResponse {
+	return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Batch{Batch: &rpc.ResponseBatch{Msgs: msgs}}}
+}
+
+// batchable: m is small enough to go in a batch (a larger payload goes alone, never copied).
+func batchable(m *rpc.ConnectResponse) bool {
+	x, ok := m.GetMsg().(*rpc.ConnectResponse_Message)
+	return !ok || len(x.Message.GetData()) <= rpc.BatchMaxBytes
 }
 
 // CallEndDelay is how long kas may hold the call_end of a call that completed (the agent's answer is
@@ -63,27 +93,33 @@ const CallEndDelay = time.Millisecond
 
 // HoldCallEnd sends kas's call_end of a completed call with the tunnel's next message, or after
 // CallEndDelay.
-func (w *Writer) HoldCallEnd() {
+func (w *Writer) HoldCallEnd() { w.Hold(callEndOK) }
+
+// Hold sends m with the tunnel's next message, after whatever is held already, or after CallEndDelay
+// when no message comes first. On a batched tunnel the start of a call whose caller sends one request
+// waits so, for its message and close_send to make one batch with it (a caller slower than
+// CallEndDelay only loses the batch).
+func (w *Writer) Hold(m *rpc.ConnectResponse) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.endHeld = true
-	if w.endFlush == nil {
-		w.endFlush = time.AfterFunc(CallEndDelay, w.flushCallEnd)
+	w.held = append(w.held, m)
+	if w.flush == nil {
+		w.flush = time.AfterFunc(CallEndDelay, w.flushHeld)
 		return
 	}
-	w.endFlush.Reset(CallEndDelay)
+	w.flush.Reset(CallEndDelay)
 }
 
-// flushCallEnd sends a call_end that is still held. A failed send is the stream's end, which the
-// reader reports.
-func (w *Writer) flushCallEnd() {
+// flushHeld sends what is still held. A failed send is the stream's end, which the reader reports.
+func (w *Writer) flushHeld() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !w.endHeld || w.closed.Load() {
+	if len(w.held) == 0 || w.closed.Load() {
 		return
 	}
-	w.endHeld = false
-	_ = w.Stream.Send(callEndOK)
+	held := w.held
+	w.held = nil
+	_ = w.sendLocked(held)
 }
 
 // closeWait bounds how long the Connect handler waits for a send in progress before it returns.
@@ -119,7 +155,7 @@ func (w *Writer) Close() {
 // stopFlushLocked stops a pending flush of a held call_end: the stream ends without it (the agent then
 // takes the tunnel for ended, whatever its state). w.mu must be held.
 func (w *Writer) stopFlushLocked() {
-	if w.endFlush != nil {
-		w.endFlush.Stop()
+	if w.flush != nil {
+		w.flush.Stop()
 	}
 }

@@ -74,9 +74,109 @@ func TestHeldCallEndDroppedAtClose(t *testing.T) {
 	w := &Writer{Stream: log}
 	w.HoldCallEnd()
 	w.Close()
-	w.flushCallEnd() // as the timer would, had it fired just now
+	w.flushHeld() // as the timer would, had it fired just now
 	if got := log.states(); len(got) != 0 {
 		t.Fatalf("sent %v after close, want nothing", got)
+	}
+}
+
+// batchLog records what kas sends, a batch as the list of what it holds.
+type batchLog struct {
+	mu   sync.Mutex
+	sent [][]rpc.State
+}
+
+func (s *batchLog) Send(m *rpc.ConnectResponse) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var states []rpc.State
+	if b := m.GetBatch(); b != nil {
+		for _, x := range b.GetMsgs() {
+			states = append(states, rpc.KasState(x))
+		}
+	} else {
+		states = []rpc.State{rpc.KasState(m)}
+	}
+	s.sent = append(s.sent, states)
+	return nil
+}
+
+func (s *batchLog) messages() [][]rpc.State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sent)
+}
+
+var (
+	testInfo    = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: &rpc.RequestInfo{MethodName: "/s/m"}}}
+	testMessage = func(n int) *rpc.ConnectResponse {
+		return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: make([]byte, n)}}}
+	}
+	testCloseSend = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}}
+)
+
+// On a batched tunnel a held call_end, the next call's held request_info and message and its close_send
+// leave as one message, in order.
+func TestBatchedTunnelSendsHeldMessagesAsOne(t *testing.T) {
+	log := &batchLog{}
+	w := &Writer{Stream: log, Batches: true}
+	w.HoldCallEnd()
+	w.Hold(testInfo)
+	w.Hold(testMessage(64))
+	if err := w.Send(testCloseSend); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	want := [][]rpc.State{{rpc.StateCallEnd, rpc.StateRequestInfo, rpc.StateMessage, rpc.StateCloseSend}}
+	if got := log.messages(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("sent %v, want %v", got, want)
+	}
+}
+
+// Without batches held messages go first, one by one; a payload too large to batch goes alone after
+// the held batch.
+func TestHeldMessagesWithoutBatchesOrTooLarge(t *testing.T) {
+	log := &batchLog{}
+	w := &Writer{Stream: log}
+	w.HoldCallEnd()
+	w.Hold(testInfo)
+	if err := w.Send(testCloseSend); err != nil {
+		t.Fatal(err)
+	}
+	big := &batchLog{}
+	wb := &Writer{Stream: big, Batches: true}
+	wb.HoldCallEnd()
+	wb.Hold(testInfo)
+	if err := wb.Send(testMessage(rpc.BatchMaxBytes + 1)); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	wb.Close()
+	if got, want := log.messages(), [][]rpc.State{{rpc.StateCallEnd}, {rpc.StateRequestInfo}, {rpc.StateCloseSend}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("without batches: sent %v, want %v", got, want)
+	}
+	if got, want := big.messages(), [][]rpc.State{{rpc.StateCallEnd, rpc.StateRequestInfo}, {rpc.StateMessage}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("large message: sent %v, want %v", got, want)
+	}
+}
+
+// A held request_info whose call sends nothing more leaves within CallEndDelay (waited for up to
+// waitBound), as one batch with a held call_end.
+func TestHeldRequestInfoFlushesAlone(t *testing.T) {
+	log := &batchLog{}
+	w := &Writer{Stream: log, Batches: true}
+	w.HoldCallEnd()
+	w.Hold(testInfo)
+	deadline := time.Now().Add(waitBound)
+	for len(log.messages()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing sent within %s", waitBound)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	w.Close()
+	if got, want := log.messages(), [][]rpc.State{{rpc.StateCallEnd, rpc.StateRequestInfo}}; !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("sent %v, want %v", got, want)
 	}
 }
 

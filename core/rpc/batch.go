@@ -1,0 +1,117 @@
+package rpc
+
+import "google.golang.org/protobuf/proto"
+
+// A batched tunnel (Descriptor.batches and TunnelBatchesHeaderKey) may carry several messages of one
+// direction as one RequestBatch or ResponseBatch. The receiver unpacks them where it reads the stream,
+// so that everything above (state tables, forwarding, the agent's call) sees the messages one by one,
+// exactly as if they had come so; a batch inside a batch comes out as it is, as StateBatch, which no
+// table allows.
+
+// BatchedConnectServer is kas's end of a batched tunnel: Recv hands out a RequestBatch's messages one at
+// a time. Only one goroutine may call Recv.
+type BatchedConnectServer struct {
+	ReverseTunnel_ConnectServer
+	pending []*ConnectRequest
+}
+
+// Recv returns the next message, from the last batch or from the stream.
+func (s *BatchedConnectServer) Recv() (*ConnectRequest, error) {
+	for len(s.pending) == 0 {
+		m, err := s.ReverseTunnel_ConnectServer.Recv()
+		if err != nil {
+			return nil, err
+		}
+		b, ok := m.GetMsg().(*ConnectRequest_Batch)
+		if !ok {
+			return m, nil
+		}
+		s.pending = b.Batch.GetMsgs() // an empty batch is nothing: read on
+	}
+	m := s.pending[0]
+	s.pending[0] = nil
+	s.pending = s.pending[1:]
+	return m, nil
+}
+
+// BatchedConnectClient is the agent's end of a batched tunnel: Recv hands out a ResponseBatch's
+// messages one at a time. Only one goroutine may call Recv.
+type BatchedConnectClient struct {
+	ReverseTunnel_ConnectClient
+	pending []*ConnectResponse
+}
+
+// Recv returns the next message, from the last batch or from the stream.
+func (c *BatchedConnectClient) Recv() (*ConnectResponse, error) {
+	for len(c.pending) == 0 {
+		m, err := c.ReverseTunnel_ConnectClient.Recv()
+		if err != nil {
+			return nil, err
+		}
+		b, ok := m.GetMsg().(*ConnectResponse_Batch)
+		if !ok {
+			return m, nil
+		}
+		c.pending = b.Batch.GetMsgs()
+	}
+	m := c.pending[0]
+	c.pending[0] = nil
+	c.pending = c.pending[1:]
+	return m, nil
+}
+
+// BatchMaxBytes bounds what a sender puts in one batch: a message larger than that goes alone, so that
+// its payload is never copied into a batch (a lone Message envelope is encoded around it; see
+// MarshalBuffers), and what waits to be batched stays small.
+const BatchMaxBytes = 16 << 10
+
+// RequestBatcher collects agent messages to send them as one (see RequestBatch). The zero value with
+// Stream set is ready; only one goroutine may use it.
+type RequestBatcher struct {
+	Stream interface {
+		Send(*ConnectRequest) error
+	}
+	msgs  []*ConnectRequest
+	bytes int
+}
+
+// Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past
+// it, makes the batch go first; the large one then goes alone.
+func (b *RequestBatcher) Send(m *ConnectRequest) error {
+	n := requestSize(m)
+	if b.bytes+n > BatchMaxBytes {
+		if err := b.Flush(); err != nil {
+			return err
+		}
+		if n > BatchMaxBytes {
+			return b.Stream.Send(m)
+		}
+	}
+	if b.msgs == nil {
+		b.msgs = make([]*ConnectRequest, 0, 5) // a small call's answer: header, message, trailer, call_end
+	}
+	b.msgs = append(b.msgs, m)
+	b.bytes += n
+	return nil
+}
+
+// Flush sends what Send kept: one message as it is, several as one batch.
+func (b *RequestBatcher) Flush() error {
+	msgs := b.msgs
+	b.msgs, b.bytes = nil, 0
+	switch len(msgs) {
+	case 0:
+		return nil
+	case 1:
+		return b.Stream.Send(msgs[0])
+	}
+	return b.Stream.Send(&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}})
+}
+
+// requestSize is about what m adds to a batch: a Message's payload is counted without encoding it.
+func requestSize(m *ConnectRequest) int {
+	if x, ok := m.GetMsg().(*ConnectRequest_Message); ok {
+		return len(x.Message.GetData()) + 8
+	}
+	return proto.Size(m) + 4
+}
