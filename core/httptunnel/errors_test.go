@@ -359,12 +359,21 @@ func TestAgentProtocolViolations(t *testing.T) {
 func TestKasProtocolViolations(t *testing.T) {
 	f := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/until-cancelled" {
+			// Answers only once the exchange ends: what kas sends after the request's end is read
+			// before the exchange can end cleanly.
+			select {
+			case <-r.Context().Done():
+			case <-time.After(testTimeout):
+			}
+		}
 	}), fixtureConfig{})
-	reqHeader := func(contentLength int64) *httptunnel.HTTPRequest {
+	reqHeaderTo := func(path string, contentLength int64) *httptunnel.HTTPRequest {
 		return &httptunnel.HTTPRequest{Msg: &httptunnel.HTTPRequest_Header_{Header: &httptunnel.HTTPRequest_Header{
-			Method: http.MethodPost, Path: "/", ContentLength: contentLength,
+			Method: http.MethodPost, Path: path, ContentLength: contentLength,
 		}}}
 	}
+	reqHeader := func(contentLength int64) *httptunnel.HTTPRequest { return reqHeaderTo("/", contentLength) }
 	reqBody := &httptunnel.HTTPRequest{Msg: &httptunnel.HTTPRequest_Body{Body: &httptunnel.BodyChunk{Data: []byte("0123456789")}}}
 	end := &httptunnel.HTTPRequest{Msg: &httptunnel.HTTPRequest_End_{End: &httptunnel.HTTPRequest_End{}}}
 	for _, tc := range []struct {
@@ -374,7 +383,7 @@ func TestKasProtocolViolations(t *testing.T) {
 	}{
 		{"body first", []*httptunnel.HTTPRequest{reqBody}, "kas->agent http request: body is not allowed after start"},
 		{"empty message", []*httptunnel.HTTPRequest{{}}, "kas->agent http request: empty message is not allowed after start"},
-		{"body after end", []*httptunnel.HTTPRequest{reqHeader(-1), end, reqBody}, "kas->agent http request: body is not allowed after end"},
+		{"body after end", []*httptunnel.HTTPRequest{reqHeaderTo("/until-cancelled", -1), end, reqBody}, "kas->agent http request: body is not allowed after end"},
 		{"header twice", []*httptunnel.HTTPRequest{reqHeader(-1), reqHeader(-1)}, "kas->agent http request: header is not allowed after header"},
 		{"longer than announced", []*httptunnel.HTTPRequest{reqHeader(5), reqBody}, "request body is longer than its content length 5"},
 		{"shorter than announced", []*httptunnel.HTTPRequest{reqHeader(50), reqBody, end}, "request body has 10 bytes, its content length is 50"},

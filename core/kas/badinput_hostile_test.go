@@ -39,8 +39,42 @@ func badReuseDescriptor() *rpc.ConnectRequest {
 
 var badCallEnd = &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_CallEnd{CallEnd: &rpc.CallEnd{}}}
 
+// badBatchDescriptor asks for a reusable tunnel and offers batches.
+func badBatchDescriptor() *rpc.ConnectRequest {
+	d := badReuseDescriptor()
+	d.GetDescriptor_().Batches = true
+	return d
+}
+
+func badBatch(msgs ...*rpc.ConnectRequest) *rpc.ConnectRequest {
+	return &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Batch{Batch: &rpc.RequestBatch{Msgs: msgs}}}
+}
+
+// badBatchCase: an agent sends first on a routed call and breaks the protocol with it; the caller hears
+// so and the tunnel ends with the InvalidArgument for it.
+func badBatchCase(name string, desc func() *rpc.ConnectRequest, first *rpc.ConnectRequest, says string) badCase {
+	return badCase{
+		name: name,
+		run: func(t *testing.T, f *badFixture) badAnswer {
+			s, _, call := f.routedWith(t, desc(), badEmptyCall, nil)
+			if err := s.Send(first); err != nil {
+				t.Fatal(err)
+			}
+			end := badTunnelEnd(s)
+			badWantStatus(t, "caller", badWait(t, call, "the caller"), codes.Unavailable, "broke the tunnel protocol", says)
+			return badStatusOf(end)
+		},
+		code: codes.InvalidArgument, says: []string{says},
+	}
+}
+
 func badHostileCases() []badCase {
 	return []badCase{
+		// Batches are for tunnels whose agent offered them and whose kas took them; a batch holds the
+		// messages of the protocol, never another batch or a descriptor.
+		badBatchCase("agent/batch on a tunnel without batches", badReuseDescriptor, badBatch(badHeaderMsg, badTrailerMsg, badCallEnd), "batch is not allowed after descriptor"),
+		badBatchCase("agent/batch inside a batch", badBatchDescriptor, badBatch(badBatch(badHeaderMsg)), "batch is not allowed after descriptor"),
+		badBatchCase("agent/descriptor inside a batch", badBatchDescriptor, badBatch(badHeaderMsg, badTestDescriptor()), "descriptor is not allowed after header"),
 		{
 			// An agent that ends a call it did not answer: the caller learns the agent broke the protocol.
 			name: "agent/reusable tunnel: call_end before the answer",

@@ -225,6 +225,40 @@ func TestMaxConnectionAgeEndsABusyReusedTunnelAfterItsCall(t *testing.T) {
 	}
 }
 
+// Rolling upgrades of batches: an agent that does not offer them and a kas that does not take them each
+// get a tunnel that carries one message per gRPC message, and every kind of call (normal, cancelled,
+// ending early, past its deadline) works all ways.
+func TestBatchesVersionSkew(t *testing.T) {
+	for name, tc := range map[string]struct {
+		agentNoBatches, kasNoBatches bool
+	}{
+		"new agent, new kas": {},
+		"old agent, new kas": {agentNoBatches: true},
+		"new agent, old kas": {kasNoBatches: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := testenv.Start(t, testenv.Options{
+				Kas: func(c *kas.Config) { c.NoTunnelBatches = tc.kasNoBatches },
+				Agent: func(_ int64, c *tunclient.Config) {
+					oneTunnel(0, c)
+					c.NoBatches = tc.agentNoBatches
+				},
+			})
+			c := testgrpc.NewTestServiceClient(e.Public)
+			for i := range 80 {
+				if err := reuseCall(testCtx(t), c, i); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			got := e.Kas.Registry().Counts()
+			wantBatched := !tc.agentNoBatches && !tc.kasNoBatches
+			if got.TunnelsReused == 0 || (got.TunnelsBatched > 0) != wantBatched || wantBatched && got.TunnelsBatched != got.TunnelsOpened {
+				t.Fatalf("counts %+v, want reuse, and batches on every tunnel: %v", got, wantBatched)
+			}
+		})
+	}
+}
+
 // Rolling upgrades: an agent that does not ask for reuse and a kas that does not offer it each get
 // single-use tunnels, and calls work both ways.
 func TestReuseVersionSkew(t *testing.T) {

@@ -17,6 +17,9 @@ const (
 	// (opened + reused) / opened over any window.
 	TunnelsOpenedMetric = "tunnel_tunnels_opened"
 	TunnelsReusedMetric = "tunnel_tunnels_reused"
+	// TunnelsBatchedMetric against TunnelsOpenedMetric shows how far a rolling upgrade got: the
+	// tunnels that batch messages (both ends of a version that does).
+	TunnelsBatchedMetric = "tunnel_tunnels_batched"
 )
 
 // RegisterMetrics exposes the registry's gauges: tunnels by state, waiting calls, connected agents.
@@ -41,6 +44,10 @@ func RegisterMetrics(m metric.Meter, r *Registry) error {
 	if err != nil {
 		return err
 	}
+	batched, err := m.Int64ObservableCounter(TunnelsBatchedMetric, metric.WithDescription("Tunnels opened on this kas whose agent and kas batch messages (see tunnel_tunnels_opened)"))
+	if err != nil {
+		return err
+	}
 	idle := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "idle")))
 	busy := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -52,7 +59,8 @@ func RegisterMetrics(m metric.Meter, r *Registry) error {
 		c := r.Counts()
 		o.ObserveInt64(opened, c.TunnelsOpened)
 		o.ObserveInt64(reused, c.TunnelsReused)
+		o.ObserveInt64(batched, c.TunnelsBatched)
 		return nil
-	}, tunnels, waiting, agents, opened, reused)
+	}, tunnels, waiting, agents, opened, reused, batched)
 	return err
 }

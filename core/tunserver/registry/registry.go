@@ -39,8 +39,9 @@ type Registry struct {
 	agents  atomic.Int64
 	pending atomic.Int64
 	// opened counts tunnels admitted; reused counts calls after which a tunnel went back to idle.
-	opened atomic.Int64
-	reused atomic.Int64
+	opened  atomic.Int64
+	reused  atomic.Int64
+	batched atomic.Int64
 }
 
 type stripe struct {
@@ -135,11 +136,13 @@ type Counts struct {
 	TunnelsOpened int64
 	// TunnelsReused is how many times a reusable tunnel went back to idle after a call.
 	TunnelsReused int64
+	// TunnelsBatched is how many of the opened tunnels carry batches (agent and kas both take them).
+	TunnelsBatched int64
 }
 
 // Counts returns the counters.
 func (r *Registry) Counts() Counts {
-	return Counts{TunnelsOpened: r.opened.Load(), TunnelsReused: r.reused.Load()}
+	return Counts{TunnelsOpened: r.opened.Load(), TunnelsReused: r.reused.Load(), TunnelsBatched: r.batched.Load()}
 }
 
 // Stats returns the current gauges.
@@ -378,6 +381,9 @@ func (r *Registry) addTunnel(t *Tunnel) error {
 	e.tunnels++
 	e.descs.Add(t.desc)
 	r.opened.Add(1)
+	if t.out.Batches {
+		r.batched.Add(1)
+	}
 	if e.tunnels == 1 {
 		r.agents.Add(1)
 		r.log.Debug("agent connected", "agent_id", t.agentID)
