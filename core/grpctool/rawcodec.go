@@ -34,9 +34,10 @@ type BufferMarshaler interface {
 }
 
 // OwnedUnmarshaler is a message that can decode some of its values by keeping slices of the received
-// bytes instead of copying out of them. ok false means: use protobuf.
+// bytes instead of copying out of them. ok false means: use protobuf. An error refuses b outright (for
+// example what protobuf would decode, but into far more memory than b takes).
 type OwnedUnmarshaler interface {
-	UnmarshalOwned(b []byte) (ok bool)
+	UnmarshalOwned(b []byte) (ok bool, err error)
 }
 
 // Marshal returns a RawFrame's bytes, and a BufferMarshaler's payload, without copying them.
@@ -61,8 +62,8 @@ func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	case OwnedUnmarshaler:
 		b := data.Materialize()
-		if m.UnmarshalOwned(b) {
-			return nil
+		if ok, err := m.UnmarshalOwned(b); ok || err != nil {
+			return err
 		}
 		return unmarshalProto(b, m)
 	case nil:

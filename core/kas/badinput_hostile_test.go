@@ -2,6 +2,7 @@ package kas_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -51,8 +52,8 @@ func badBatch(msgs ...*rpc.ConnectRequest) *rpc.ConnectRequest {
 }
 
 // badBatchCase: an agent sends first on a routed call and breaks the protocol with it; the caller hears
-// so and the tunnel ends with the InvalidArgument for it.
-func badBatchCase(name string, desc func() *rpc.ConnectRequest, first *rpc.ConnectRequest, says string) badCase {
+// that the tunnel broke (callerSays) and the tunnel ends with code, saying says.
+func badBatchCase(name string, desc func() *rpc.ConnectRequest, first *rpc.ConnectRequest, callerSays string, code codes.Code, says string) badCase {
 	return badCase{
 		name: name,
 		run: func(t *testing.T, f *badFixture) badAnswer {
@@ -61,10 +62,10 @@ func badBatchCase(name string, desc func() *rpc.ConnectRequest, first *rpc.Conne
 				t.Fatal(err)
 			}
 			end := badTunnelEnd(s)
-			badWantStatus(t, "caller", badWait(t, call, "the caller"), codes.Unavailable, "broke the tunnel protocol", says)
+			badWantStatus(t, "caller", badWait(t, call, "the caller"), codes.Unavailable, callerSays, says)
 			return badStatusOf(end)
 		},
-		code: codes.InvalidArgument, says: []string{says},
+		code: code, says: []string{says},
 	}
 }
 
@@ -72,9 +73,16 @@ func badHostileCases() []badCase {
 	return []badCase{
 		// Batches are for tunnels whose agent offered them and whose kas took them; a batch holds the
 		// messages of the protocol, never another batch or a descriptor.
-		badBatchCase("agent/batch on a tunnel without batches", badReuseDescriptor, badBatch(badHeaderMsg, badTrailerMsg, badCallEnd), "batch is not allowed after descriptor"),
-		badBatchCase("agent/batch inside a batch", badBatchDescriptor, badBatch(badBatch(badHeaderMsg)), "batch is not allowed after descriptor"),
-		badBatchCase("agent/descriptor inside a batch", badBatchDescriptor, badBatch(badHeaderMsg, badTestDescriptor()), "descriptor is not allowed after header"),
+		// What could make kas decode far more than it received (a batch in a batch, a descriptor in one,
+		// more than rpc.MaxBatchMessages) is refused as it is decoded: gRPC calls that Internal.
+		badBatchCase("agent/batch on a tunnel without batches", badReuseDescriptor, badBatch(badHeaderMsg, badTrailerMsg, badCallEnd),
+			"broke the tunnel protocol", codes.InvalidArgument, "batch is not allowed after descriptor"),
+		badBatchCase("agent/batch inside a batch", badBatchDescriptor, badBatch(badBatch(badHeaderMsg)),
+			"tunnel to agent", codes.Internal, "a batch or a descriptor inside a batch"),
+		badBatchCase("agent/descriptor inside a batch", badBatchDescriptor, badBatch(badHeaderMsg, badTestDescriptor()),
+			"tunnel to agent", codes.Internal, "a batch or a descriptor inside a batch"),
+		badBatchCase("agent/batch of more messages than a batch may hold", badBatchDescriptor, badBatch(slices.Repeat([]*rpc.ConnectRequest{badHeaderMsg}, rpc.MaxBatchMessages+1)...),
+			"tunnel to agent", codes.Internal, "more than 64 messages"),
 		{
 			// An agent that ends a call it did not answer: the caller learns the agent broke the protocol.
 			name: "agent/reusable tunnel: call_end before the answer",

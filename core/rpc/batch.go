@@ -75,11 +75,11 @@ type RequestBatcher struct {
 	bytes int
 }
 
-// Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past
-// it, makes the batch go first; the large one then goes alone.
+// Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past it
+// or past MaxBatchMessages, makes the batch go first; the large one then goes alone.
 func (b *RequestBatcher) Send(m *ConnectRequest) error {
 	n := requestSize(m)
-	if b.bytes+n > BatchMaxBytes {
+	if b.bytes+n > BatchMaxBytes || len(b.msgs) == MaxBatchMessages {
 		if err := b.Flush(); err != nil {
 			return err
 		}

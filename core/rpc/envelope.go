@@ -1,6 +1,9 @@
 package rpc
 
 import (
+	"errors"
+	"fmt"
+
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -16,13 +19,14 @@ import (
 
 // Field numbers of the message envelopes (see the .proto files).
 const (
-	connectRequestMessageField  protowire.Number = 3
-	connectResponseMessageField protowire.Number = 2
-	gatewayResponseMessageField protowire.Number = 4
-	messageDataField            protowire.Number = 1
-	connectRequestBatchField    protowire.Number = 7
-	connectResponseBatchField   protowire.Number = 5
-	batchMsgsField              protowire.Number = 1
+	connectRequestMessageField    protowire.Number = 3
+	connectResponseMessageField   protowire.Number = 2
+	gatewayResponseMessageField   protowire.Number = 4
+	messageDataField              protowire.Number = 1
+	connectRequestBatchField      protowire.Number = 7
+	connectRequestDescriptorField protowire.Number = 1
+	connectResponseBatchField     protowire.Number = 5
+	batchMsgsField                protowire.Number = 1
 )
 
 // MarshalBuffers encodes a Message envelope without copying its payload; ok is false for every other
@@ -44,16 +48,26 @@ func (m *ConnectRequest) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 
 // UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
 // ok is false (and m untouched) otherwise. b must not change afterwards.
-func (m *ConnectRequest) UnmarshalOwned(b []byte) (ok bool) {
-	if msgs, ok := parseBatch(b, connectRequestBatchField, func(e []byte) (*ConnectRequest, bool) {
-		inner := &ConnectRequest{}
-		return inner, inner.unmarshalMessage(e) || proto.Unmarshal(e, inner) == nil
-	}); ok {
-		m.Reset()
-		m.Msg = &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}
-		return true
+func (m *ConnectRequest) UnmarshalOwned(b []byte) (ok bool, err error) {
+	if !hasField(b, connectRequestBatchField) {
+		return m.unmarshalMessage(b), nil
 	}
-	return m.unmarshalMessage(b)
+	msgs, err := parseBatch(b, connectRequestBatchField, func(e []byte) (*ConnectRequest, error) {
+		inner := &ConnectRequest{}
+		if hasField(e, connectRequestBatchField) || hasField(e, connectRequestDescriptorField) {
+			return nil, errBatchNesting
+		}
+		if inner.unmarshalMessage(e) {
+			return inner, nil
+		}
+		return inner, proto.Unmarshal(e, inner)
+	})
+	if err != nil {
+		return false, err
+	}
+	m.Reset()
+	m.Msg = &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}
+	return true, nil
 }
 
 // unmarshalMessage is UnmarshalOwned for a Message envelope only.
@@ -86,16 +100,26 @@ func (m *ConnectResponse) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 
 // UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
 // ok is false (and m untouched) otherwise. b must not change afterwards.
-func (m *ConnectResponse) UnmarshalOwned(b []byte) (ok bool) {
-	if msgs, ok := parseBatch(b, connectResponseBatchField, func(e []byte) (*ConnectResponse, bool) {
-		inner := &ConnectResponse{}
-		return inner, inner.unmarshalMessage(e) || proto.Unmarshal(e, inner) == nil
-	}); ok {
-		m.Reset()
-		m.Msg = &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: msgs}}
-		return true
+func (m *ConnectResponse) UnmarshalOwned(b []byte) (ok bool, err error) {
+	if !hasField(b, connectResponseBatchField) {
+		return m.unmarshalMessage(b), nil
 	}
-	return m.unmarshalMessage(b)
+	msgs, err := parseBatch(b, connectResponseBatchField, func(e []byte) (*ConnectResponse, error) {
+		inner := &ConnectResponse{}
+		if hasField(e, connectResponseBatchField) {
+			return nil, errBatchNesting
+		}
+		if inner.unmarshalMessage(e) {
+			return inner, nil
+		}
+		return inner, proto.Unmarshal(e, inner)
+	})
+	if err != nil {
+		return false, err
+	}
+	m.Reset()
+	m.Msg = &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: msgs}}
+	return true, nil
 }
 
 // unmarshalMessage is UnmarshalOwned for a Message envelope only.
@@ -120,14 +144,14 @@ func (m *GatewayResponse) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 
 // UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
 // ok is false (and m untouched) otherwise. b must not change afterwards.
-func (m *GatewayResponse) UnmarshalOwned(b []byte) (ok bool) {
+func (m *GatewayResponse) UnmarshalOwned(b []byte) (ok bool, err error) {
 	data, ok := parseEnvelope(b, gatewayResponseMessageField)
 	if !ok {
-		return false
+		return false, nil
 	}
 	m.Reset()
 	m.Msg = &GatewayResponse_Message{Message: &Message{Data: data}}
-	return true
+	return true, nil
 }
 
 // envelopeBuffers is proto.Marshal of an envelope whose field is msg: the outer tag and length, then
@@ -275,32 +299,68 @@ func appendEnvelopePrefix(b []byte, f protowire.Number, n int) []byte {
 	return protowire.AppendVarint(b, uint64(n))
 }
 
-// parseBatch decodes b when it is exactly one field of number field holding a batch whose every entry
-// decode takes; ok is false otherwise (protobuf then decodes b, and reports what is wrong with it).
-func parseBatch[M any](b []byte, field protowire.Number, decode func([]byte) (M, bool)) (msgs []M, ok bool) {
+// MaxBatchMessages bounds the messages of one batch: a sender sends at most a handful (a call's whole
+// answer, or a call's start behind the last call's end), and a decoder that took any number would let a
+// peer turn one message of a few MiB into millions of decoded ones.
+const MaxBatchMessages = 64
+
+var (
+	errBatchForm    = errors.New("tunnel batch: not one batch field holding only messages")
+	errBatchNesting = errors.New("tunnel batch: a batch or a descriptor inside a batch")
+	errBatchSize    = fmt.Errorf("tunnel batch: more than %d messages", MaxBatchMessages)
+)
+
+// hasField reports whether b, an encoded message, has a top-level field of number field. It decodes
+// nothing: a malformed b has none (protobuf then says what is wrong with it).
+func hasField(b []byte, field protowire.Number) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		if num == field {
+			return true
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return false
+		}
+		b = b[n+m:]
+	}
+	return false
+}
+
+// parseBatch decodes b, which must be exactly one field of number field holding a batch of at most
+// MaxBatchMessages entries, each of which decode takes. A batch in any other form is refused rather than
+// left to protobuf, which would decode any number of entries.
+func parseBatch[M any](b []byte, field protowire.Number, decode func([]byte) (M, error)) ([]M, error) {
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || num != field || typ != protowire.BytesType {
-		return nil, false
+		return nil, errBatchForm
 	}
 	batch, m := protowire.ConsumeBytes(b[n:])
 	if m < 0 || n+m != len(b) {
-		return nil, false
+		return nil, errBatchForm
 	}
+	var msgs []M
 	for len(batch) > 0 {
 		num, typ, n := protowire.ConsumeTag(batch)
 		if n < 0 || num != batchMsgsField || typ != protowire.BytesType {
-			return nil, false
+			return nil, errBatchForm
 		}
 		e, m := protowire.ConsumeBytes(batch[n:])
 		if m < 0 {
-			return nil, false
+			return nil, errBatchForm
 		}
-		msg, ok := decode(e[:len(e):len(e)])
-		if !ok {
-			return nil, false
+		if len(msgs) == MaxBatchMessages {
+			return nil, errBatchSize
+		}
+		msg, err := decode(e[:len(e):len(e)])
+		if err != nil {
+			return nil, err
 		}
 		msgs = append(msgs, msg)
 		batch = batch[n+m:]
 	}
-	return msgs, true
+	return msgs, nil
 }

@@ -12,7 +12,7 @@ import (
 type envelope interface {
 	proto.Message
 	MarshalBuffers() (mem.BufferSlice, bool)
-	UnmarshalOwned([]byte) bool
+	UnmarshalOwned([]byte) (bool, error)
 }
 
 // envelopes are messages of every envelope type: Message envelopes of many sizes (the fast path) and
@@ -42,8 +42,6 @@ func envelopes() []envelope {
 		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{hdr, reqMsg(small), reqMsg(nil),
 			{Msg: &ConnectRequest_Trailer{Trailer: &Trailer{}}}, {Msg: &ConnectRequest_CallEnd{CallEnd: &CallEnd{}}}}}}},
 		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{reqMsg(big), hdr, {}}}}},
-		&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{
-			{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{hdr}}}}}}}},
 		&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{
 			{Msg: &ConnectResponse_CallEnd{CallEnd: &CallEnd{}}}, info, respMsg(small), {Msg: &ConnectResponse_CloseSend{CloseSend: &CloseSend{}}}}}}},
 		&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{respMsg(big), respMsg(small)}}}},
@@ -74,7 +72,7 @@ func TestEnvelopeFastPathWritesWhatProtobufWrites(t *testing.T) {
 			t.Errorf("%T %v: fast path wrote % x..., protobuf % x...", m, short(m), head(bs.Materialize()), head(want))
 		}
 		got := m.ProtoReflect().New().Interface().(envelope)
-		if got.UnmarshalOwned(want) != isMsg {
+		if ok, err := got.UnmarshalOwned(want); ok != isMsg || err != nil {
 			t.Errorf("%T %v: fast decode disagrees with the fast encode", m, short(m))
 			continue
 		}
@@ -133,8 +131,8 @@ func FuzzEnvelopeDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, m := range []envelope{&ConnectRequest{}, &ConnectResponse{}, &GatewayResponse{}} {
 			fast := m.ProtoReflect().New().Interface().(envelope)
-			if !fast.UnmarshalOwned(bytes.Clone(b)) {
-				continue
+			if ok, err := fast.UnmarshalOwned(bytes.Clone(b)); !ok || err != nil {
+				continue // declined (protobuf decodes it), or refused: stricter than protobuf is allowed
 			}
 			slow := m.ProtoReflect().New().Interface()
 			if err := proto.Unmarshal(b, slow); err != nil {
@@ -145,4 +143,45 @@ func FuzzEnvelopeDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A batch that protobuf would decode into far more than it takes is refused: more than MaxBatchMessages
+// entries, a batch or a descriptor inside one, or a batch in any other form than one field of entries.
+func TestBatchDecodeRefusesWhatCouldAmplify(t *testing.T) {
+	hdr := &ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{}}}
+	batchOf := func(msgs ...*ConnectRequest) *ConnectRequest {
+		return &ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}
+	}
+	many := make([]*ConnectRequest, MaxBatchMessages+1)
+	for i := range many {
+		many[i] = &ConnectRequest{}
+	}
+	desc := &ConnectRequest{Msg: &ConnectRequest_Descriptor_{Descriptor_: &Descriptor{}}}
+	enc := func(m *ConnectRequest) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	twice := append(enc(batchOf(hdr)), enc(batchOf(hdr))...)
+	for name, b := range map[string][]byte{
+		"too many":              enc(batchOf(many...)),
+		"batch in a batch":      enc(batchOf(batchOf(hdr))),
+		"descriptor in a batch": enc(batchOf(hdr, desc)),
+		"batch field twice":     twice,
+	} {
+		if ok, err := (&ConnectRequest{}).UnmarshalOwned(b); ok || err == nil {
+			t.Errorf("%s: decoded (%v, %v), want refused", name, ok, err)
+		}
+	}
+	if ok, err := (&ConnectRequest{}).UnmarshalOwned(enc(batchOf(many[:MaxBatchMessages]...))); !ok || err != nil {
+		t.Errorf("a batch of MaxBatchMessages: (%v, %v), want decoded", ok, err)
+	}
+	var resp ConnectResponse
+	inner := &ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{}}}
+	b, _ := proto.Marshal(&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{inner}}}})
+	if ok, err := resp.UnmarshalOwned(b); ok || err == nil {
+		t.Errorf("response batch in a batch: decoded (%v, %v), want refused", ok, err)
+	}
 }
