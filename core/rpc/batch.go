@@ -12,51 +12,59 @@ import "google.golang.org/protobuf/proto"
 // a time. Only one goroutine may call Recv.
 type BatchedConnectServer struct {
 	ReverseTunnel_ConnectServer
-	pending []*ConnectRequest
+	in unbatcher[*ConnectRequest]
 }
 
 // Recv returns the next message, from the last batch or from the stream.
 func (s *BatchedConnectServer) Recv() (*ConnectRequest, error) {
-	for len(s.pending) == 0 {
-		m, err := s.ReverseTunnel_ConnectServer.Recv()
-		if err != nil {
-			return nil, err
+	return s.in.next(s.ReverseTunnel_ConnectServer.Recv, func(m *ConnectRequest) ([]*ConnectRequest, bool) {
+		if b, ok := m.GetMsg().(*ConnectRequest_Batch); ok {
+			return b.Batch.GetMsgs(), true
 		}
-		b, ok := m.GetMsg().(*ConnectRequest_Batch)
-		if !ok {
-			return m, nil
-		}
-		s.pending = b.Batch.GetMsgs() // an empty batch is nothing: read on
-	}
-	m := s.pending[0]
-	s.pending[0] = nil
-	s.pending = s.pending[1:]
-	return m, nil
+		return nil, false
+	})
 }
 
 // BatchedConnectClient is the agent's end of a batched tunnel: Recv hands out a ResponseBatch's
 // messages one at a time. Only one goroutine may call Recv.
 type BatchedConnectClient struct {
 	ReverseTunnel_ConnectClient
-	pending []*ConnectResponse
+	in unbatcher[*ConnectResponse]
 }
 
 // Recv returns the next message, from the last batch or from the stream.
 func (c *BatchedConnectClient) Recv() (*ConnectResponse, error) {
-	for len(c.pending) == 0 {
-		m, err := c.ReverseTunnel_ConnectClient.Recv()
-		if err != nil {
-			return nil, err
+	return c.in.next(c.ReverseTunnel_ConnectClient.Recv, func(m *ConnectResponse) ([]*ConnectResponse, bool) {
+		if b, ok := m.GetMsg().(*ConnectResponse_Batch); ok {
+			return b.Batch.GetMsgs(), true
 		}
-		b, ok := m.GetMsg().(*ConnectResponse_Batch)
+		return nil, false
+	})
+}
+
+// unbatcher keeps what is left of the last batch received.
+type unbatcher[M any] struct {
+	pending []M
+}
+
+// next returns the next pending message, or reads one with recv: a batch (batched reports it) becomes
+// the pending messages, an empty one is nothing.
+func (u *unbatcher[M]) next(recv func() (M, error), batched func(M) ([]M, bool)) (M, error) {
+	for len(u.pending) == 0 {
+		m, err := recv()
+		if err != nil {
+			return m, err
+		}
+		msgs, ok := batched(m)
 		if !ok {
 			return m, nil
 		}
-		c.pending = b.Batch.GetMsgs()
+		u.pending = msgs
 	}
-	m := c.pending[0]
-	c.pending[0] = nil
-	c.pending = c.pending[1:]
+	m := u.pending[0]
+	var zero M
+	u.pending[0] = zero
+	u.pending = u.pending[1:]
 	return m, nil
 }
 

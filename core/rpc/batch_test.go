@@ -1,0 +1,118 @@
+package rpc
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+// recvQueue is a Connect stream that returns its messages, then err.
+type recvQueue[M any] struct {
+	msgs []M
+	err  error
+}
+
+func (q *recvQueue[M]) Recv() (M, error) {
+	if len(q.msgs) == 0 {
+		var zero M
+		return zero, q.err
+	}
+	m := q.msgs[0]
+	q.msgs = q.msgs[1:]
+	return m, nil
+}
+
+type serverQueue struct {
+	ReverseTunnel_ConnectServer
+	recvQueue[*ConnectRequest]
+}
+
+func (s *serverQueue) Recv() (*ConnectRequest, error) { return s.recvQueue.Recv() }
+
+type clientQueue struct {
+	ReverseTunnel_ConnectClient
+	recvQueue[*ConnectResponse]
+}
+
+func (c *clientQueue) Recv() (*ConnectResponse, error) { return c.recvQueue.Recv() }
+
+// The receiver hands out a batch's messages one by one and in order, between the messages around it; an
+// empty batch is nothing; the stream's error comes after the last message.
+func TestBatchedStreamsUnpackInOrder(t *testing.T) {
+	end := errors.New("stream ended")
+	hdr := &ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{}}}
+	msg := &ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{}}}
+	trl := &ConnectRequest{Msg: &ConnectRequest_Trailer{Trailer: &Trailer{}}}
+	ce := &ConnectRequest{Msg: &ConnectRequest_CallEnd{CallEnd: &CallEnd{}}}
+	reqBatch := func(msgs ...*ConnectRequest) *ConnectRequest {
+		return &ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}
+	}
+	s := &BatchedConnectServer{ReverseTunnel_ConnectServer: &serverQueue{recvQueue: recvQueue[*ConnectRequest]{
+		msgs: []*ConnectRequest{hdr, reqBatch(), reqBatch(msg, trl), ce}, err: end}}}
+	var got []State
+	for {
+		m, err := s.Recv()
+		if err != nil {
+			if err != end {
+				t.Fatalf("error %v, want the stream's", err)
+			}
+			break
+		}
+		got = append(got, AgentState(m))
+	}
+	if want := []State{StateHeader, StateMessage, StateTrailer, StateCallEnd}; !slices.Equal(got, want) {
+		t.Fatalf("agent messages %v, want %v", got, want)
+	}
+
+	info := &ConnectResponse{Msg: &ConnectResponse_RequestInfo{RequestInfo: &RequestInfo{}}}
+	cs := &ConnectResponse{Msg: &ConnectResponse_CloseSend{CloseSend: &CloseSend{}}}
+	c := &BatchedConnectClient{ReverseTunnel_ConnectClient: &clientQueue{recvQueue: recvQueue[*ConnectResponse]{
+		msgs: []*ConnectResponse{{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{info, cs}}}}}, err: end}}}
+	got = nil
+	for {
+		m, err := c.Recv()
+		if err != nil {
+			break
+		}
+		got = append(got, KasState(m))
+	}
+	if want := []State{StateRequestInfo, StateCloseSend}; !slices.Equal(got, want) {
+		t.Fatalf("kas messages %v, want %v", got, want)
+	}
+}
+
+// The batcher sends one message as it is and several as one batch, and never lets a batch grow past
+// BatchMaxBytes or MaxBatchMessages: a large message goes alone, after what was kept.
+func TestRequestBatcherBounds(t *testing.T) {
+	var sent []*ConnectRequest
+	b := &RequestBatcher{Stream: sendFunc(func(m *ConnectRequest) error { sent = append(sent, m); return nil })}
+	small := &ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: make([]byte, 10)}}}
+	large := &ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: make([]byte, BatchMaxBytes+1)}}}
+	for _, m := range []*ConnectRequest{small, small, large, small} {
+		if err := b.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 3 || len(sent[0].GetBatch().GetMsgs()) != 2 || sent[1] != large || sent[2] != small {
+		t.Fatalf("sent %d messages (first a batch of %d), want a batch of 2, the large one, the last alone", len(sent), len(sent[0].GetBatch().GetMsgs()))
+	}
+	sent = nil
+	for range MaxBatchMessages + 1 {
+		if err := b.Send(&ConnectRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 || len(sent[0].GetBatch().GetMsgs()) != MaxBatchMessages {
+		t.Fatalf("%d sends, want a full batch of %d and the one after it", len(sent), MaxBatchMessages)
+	}
+}
+
+type sendFunc func(*ConnectRequest) error
+
+func (f sendFunc) Send(m *ConnectRequest) error { return f(m) }
