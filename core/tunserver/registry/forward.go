@@ -247,7 +247,12 @@ func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) err
 	// (or, when the agent does not confirm it, of the tunnel) brings about.
 	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
-	if err := pump.Attach(t.target(pump.RequestInfo())); err != nil {
+	target := t.target(pump.RequestInfo())
+	attach := pump.Attach
+	if target.oneRequest {
+		attach = pump.AttachOneRequest
+	}
+	if err := attach(target); err != nil {
 		if errors.Is(err, request.ErrCallOver) {
 			// The caller went away before the call reached the tunnel: endCall gave the tunnel back.
 			return ctx.Err()
@@ -368,6 +373,8 @@ var closeSendMsg = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{Clos
 type tunnelTarget struct {
 	t    *Tunnel
 	info *rpc.ConnectResponse
+	// oneRequest: the agent said the caller sends one request (rpc.Method.one_request).
+	oneRequest bool
 	// hold: the tunnel is batched and the caller sends one request, so request_info and the first
 	// message wait for close_send to leave with it as one batch (see tunnelwriter.Writer.Hold).
 	hold bool
@@ -376,11 +383,10 @@ type tunnelTarget struct {
 // target is where a call's request goes on this tunnel.
 func (t *Tunnel) target(info *rpc.ConnectResponse) *tunnelTarget {
 	tt := &tunnelTarget{t: t, info: info}
-	if t.out.Batches {
-		if service, method, err := grpctool.SplitMethod(info.GetRequestInfo().GetMethodName()); err == nil {
-			tt.hold = t.desc.OneRequest(service, method)
-		}
+	if service, method, err := grpctool.SplitMethod(info.GetRequestInfo().GetMethodName()); err == nil {
+		tt.oneRequest = t.desc.OneRequest(service, method)
 	}
+	tt.hold = tt.oneRequest && t.out.Batches
 	return tt
 }
 

@@ -1,6 +1,7 @@
 package request
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -50,6 +51,8 @@ type Pump struct {
 	ended bool
 	// attached is signalled on every attach, for a pump that waits with a full log.
 	attached chan struct{}
+	// reading: the caller's frames have a reader (started at the first attach, see AttachOneRequest).
+	reading bool
 
 	// logMu guards the replay log. It is never held while sending, so that Accept can drop the log at
 	// once without waiting for a send; whoever changes the log but Accept holds mu as well.
@@ -59,18 +62,17 @@ type Pump struct {
 	replayable bool
 }
 
-// Start starts reading the caller's frames from src. The pump ends when the caller half-closes or the
-// call ends (the handler returns and RecvMsg fails).
+// Start makes the pump of a call whose frames come from src. It reads nothing until its first attach
+// (see Attach and AttachOneRequest); it ends when the caller half-closes or the call ends (the handler
+// returns and RecvMsg fails).
 func Start(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *Pump {
-	p := &Pump{
+	return &Pump{
 		src:        src,
 		info:       &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: info}},
 		limit:      limit,
 		replayable: true,
 		attached:   make(chan struct{}, 1),
 	}
-	go p.run()
-	return p
 }
 
 // RequestInfo is the call's request_info as a tunnel sends it first, built once for every tunnel the
@@ -101,6 +103,46 @@ func (p *Pump) attach(target Target, provisional bool) error {
 	case p.attached <- struct{}{}:
 	default:
 	}
+	if !p.reading {
+		p.reading = true
+		go p.run()
+	}
+	return nil
+}
+
+// AttachOneRequest is Attach for a call whose caller sends one request message (a unary or
+// server-streaming method): at the first attach it reads that message and the half-close itself, on the
+// calling goroutine, so that no goroutine hand-off sits between the caller's request and the tunnel.
+// Anything more (a caller that does not keep to the method's shape) goes through a reader of its own,
+// as with Attach.
+func (p *Pump) AttachOneRequest(target Target) error {
+	p.mu.Lock()
+	inline := !p.reading
+	p.reading = true
+	p.mu.Unlock()
+	if err := p.attach(target, false); err != nil {
+		if inline {
+			p.mu.Lock()
+			p.reading = false // the next attach starts a reader
+			p.mu.Unlock()
+		}
+		return err
+	}
+	if !inline {
+		return nil
+	}
+	<-p.attached // attach signalled it for a reader that waits: this goroutine is that reader now
+	ctx := p.src.Context()
+	for range 2 {
+		if p.step(ctx) {
+			return nil
+		}
+	}
+	select { // run starts at once: a target is attached
+	case p.attached <- struct{}{}:
+	default:
+	}
+	go p.run()
 	return nil
 }
 
@@ -180,40 +222,43 @@ func (p *Pump) run() {
 	case <-ctx.Done():
 		return
 	}
-	for {
-		var raw grpctool.RawFrame
-		err := p.src.RecvMsg(&raw)
-		var f Frame
-		switch {
-		case err == io.EOF:
-			f.End = true
-		case err != nil:
-			return // the call is over; the forwarder has the outcome
-		default:
-			f.Data = raw.Data
+	for !p.step(ctx) {
+	}
+}
+
+// step reads one frame of the caller's and passes it on. It reports whether reading is over: the caller
+// half-closed, or the call ended.
+func (p *Pump) step(ctx context.Context) (over bool) {
+	var raw grpctool.RawFrame
+	err := p.src.RecvMsg(&raw)
+	var f Frame
+	switch {
+	case err == io.EOF:
+		f.End = true
+	case err != nil:
+		return true // the call is over; the forwarder has the outcome
+	default:
+		f.Data = raw.Data
+	}
+	p.mu.Lock()
+	// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
+	// A provisional target may still refuse the call: it gets no more than the log can replay.
+	for (p.target == nil || p.provisional) && p.logFull(len(f.Data)) {
+		p.mu.Unlock()
+		select {
+		case <-p.attached:
+		case <-ctx.Done():
+			return true
 		}
 		p.mu.Lock()
-		// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
-		// A provisional target may still refuse the call: it gets no more than the log can replay.
-		for (p.target == nil || p.provisional) && p.logFull(len(f.Data)) {
-			p.mu.Unlock()
-			select {
-			case <-p.attached:
-			case <-ctx.Done():
-				return
-			}
-			p.mu.Lock()
-		}
-		p.record(f)
-		if p.target != nil {
-			// A failed send means the target is ending; the forwarder learns why from the other direction.
-			_ = p.target.Send(f)
-		}
-		p.mu.Unlock()
-		if f.End {
-			return
-		}
 	}
+	p.record(f)
+	if p.target != nil {
+		// A failed send means the target is ending; the forwarder learns why from the other direction.
+		_ = p.target.Send(f)
+	}
+	p.mu.Unlock()
+	return f.End
 }
 
 // logFull reports whether n more bytes would take the replay log past the limit. The first frame is

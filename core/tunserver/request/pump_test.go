@@ -179,12 +179,27 @@ func TestPumpAttachRacesWithFrames(t *testing.T) {
 	}
 }
 
+// A call waiting for a tunnel has no reader goroutine: the pump starts one at its first attach.
+func TestPumpHasNoGoroutineBeforeAttach(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, _ := startPump(t, DefaultReplayLimit)
+		synctest.Wait()
+		if pumpRunning() {
+			t.Fatal("a pump runs before it has a target")
+		}
+		attach(t, p)
+		synctest.Wait()
+		if !pumpRunning() {
+			t.Fatal("no pump runs once it has a target")
+		}
+	})
+}
+
 func TestPumpEndsWithCallContext(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T, p *Pump, src *fakeStream)
 	}{
-		{name: "before attach", setup: func(*testing.T, *Pump, *fakeStream) {}},
 		{name: "while reading", setup: func(t *testing.T, p *Pump, _ *fakeStream) { attach(t, p) }},
 		{name: "while waiting with a full log", setup: func(t *testing.T, p *Pump, src *fakeStream) {
 			attach(t, p)
@@ -211,4 +226,47 @@ func TestPumpEndsWithCallContext(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A one-request call's message and half-close are read on the attaching goroutine: when
+// AttachOneRequest returns, the target has the whole request and no reader goroutine is left.
+func TestAttachOneRequestReadsTheRequestInline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := startPump(t, DefaultReplayLimit)
+		go func() {
+			src.feed(t, "a")
+			src.halfClose(t)
+		}()
+		target := &recordingTarget{}
+		if err := p.AttachOneRequest(target); err != nil {
+			t.Fatal(err)
+		}
+		if got := target.got(); got != "BEGIN a END" {
+			t.Fatalf("when AttachOneRequest returned the target had %q, want the whole request", got)
+		}
+		synctest.Wait()
+		if n := src.recvs.Load(); n != 2 {
+			t.Fatalf("%d reads, want 2 (the message and the half-close), none more", n)
+		}
+	})
+}
+
+// A caller that sends more than the one request its method takes still gets every frame through, in
+// order: the rest goes through a reader of its own.
+func TestAttachOneRequestHandsTheRestToAReader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, src := startPump(t, DefaultReplayLimit)
+		go func() {
+			for _, d := range []string{"a", "b", "c"} {
+				src.feed(t, d)
+			}
+			src.halfClose(t)
+		}()
+		target := &recordingTarget{}
+		if err := p.AttachOneRequest(target); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		target.wantEvents(t, "BEGIN a b c END")
+	})
 }
