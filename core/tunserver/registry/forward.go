@@ -230,10 +230,12 @@ func (t *Tunnel) startForwarding(r *Registry, fwd *forwarding) error {
 // goes back to idle once both ends sent their call_end.
 func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) error {
 	r := t.reg
+	infoSize := 0
 	if t.maxSend > 0 {
 		// gRPC ends a stream whose message it refuses to send: a request info that cannot fit must fail
 		// its call while the tunnel is still found, so that the tunnel goes back to idle untouched.
-		if n := proto.Size(pump.RequestInfo()); n > t.maxSend {
+		infoSize = proto.Size(pump.RequestInfo())
+		if n := infoSize; n > t.maxSend {
 			r.onLimit.Hit(tunserver.LimitMetadataSize)
 			return status.Errorf(codes.ResourceExhausted, "the call's request info is %d bytes, larger than a tunnel message may be (%d bytes): send less metadata", n, t.maxSend)
 		}
@@ -247,7 +249,7 @@ func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) err
 	// (or, when the agent does not confirm it, of the tunnel) brings about.
 	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
-	target := t.target(pump.RequestInfo())
+	target := t.target(pump.RequestInfo(), infoSize)
 	attach := pump.Attach
 	if target.oneRequest {
 		attach = pump.AttachOneRequest
@@ -369,6 +371,10 @@ func (t *Tunnel) endCall(fwd *forwarding, why error) {
 // closeSendMsg is built once: protobuf messages are safe to marshal from several goroutines at once.
 var closeSendMsg = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CloseSend{CloseSend: &rpc.CloseSend{}}}
 
+// batchOverhead bounds what a batch adds to its messages: tags and lengths, a held call_end and a
+// close_send.
+const batchOverhead = 64
+
 // tunnelTarget sends the request into a tunnel: request_info first, then messages and close_send.
 type tunnelTarget struct {
 	t    *Tunnel
@@ -380,13 +386,15 @@ type tunnelTarget struct {
 	hold bool
 }
 
-// target is where a call's request goes on this tunnel.
-func (t *Tunnel) target(info *rpc.ConnectResponse) *tunnelTarget {
+// target is where a call's request goes on this tunnel; infoSize is the encoded size of info (when the
+// tunnel bounds what it sends).
+func (t *Tunnel) target(info *rpc.ConnectResponse, infoSize int) *tunnelTarget {
 	tt := &tunnelTarget{t: t, info: info}
 	if service, method, err := grpctool.SplitMethod(info.GetRequestInfo().GetMethodName()); err == nil {
 		tt.oneRequest = t.desc.OneRequest(service, method)
 	}
-	tt.hold = tt.oneRequest && t.out.Batches
+	// A batch must fit where its parts fit: request_info may take nearly all of a tunnel message.
+	tt.hold = tt.oneRequest && t.out.Batches && (t.maxSend <= 0 || infoSize+rpc.BatchMaxBytes+batchOverhead <= t.maxSend)
 	return tt
 }
 

@@ -152,7 +152,7 @@ func (w *Writer) Close() {
 	}
 }
 
-// stopFlushLocked stops a pending flush of a held call_end: the stream ends without it (the agent then
+// stopFlushLocked stops a pending flush of held messages: the stream ends without them (the agent then
 // takes the tunnel for ended, whatever its state). w.mu must be held.
 func (w *Writer) stopFlushLocked() {
 	if w.flush != nil {
