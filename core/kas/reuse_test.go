@@ -19,6 +19,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // oneTunnel is an agent with a single tunnel: every call goes through the same Connect stream.
@@ -209,6 +210,7 @@ func TestHandlerIgnoringCancelCostsOnlyItsTunnel(t *testing.T) {
 // A call that runs past its tunnel's max connection age finishes, and the tunnel then ends instead of
 // going back to idle: rotation costs no call.
 func TestMaxConnectionAgeEndsABusyReusedTunnelAfterItsCall(t *testing.T) {
+	testtier.Full(t, "runs calls across tunnel deadlines (2 s)")
 	e := testenv.Start(t, testenv.Options{
 		Kas:   func(c *kas.Config) { c.MaxConnectionAge = time.Second }, // tunnels end 300-350 ms after opening
 		Agent: oneTunnel,

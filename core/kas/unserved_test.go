@@ -17,6 +17,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
+	"github.com/tunnelbench/tunnelbench/internal/testtier"
 )
 
 // A find timeout far longer than the tests' own contexts: a call that waits for it fails the test with
@@ -44,6 +45,7 @@ func wantUnserved(t *testing.T, name string, err error, method string) {
 }
 
 func TestUnservedMethodOnConnectedAgentFailsUnimplemented(t *testing.T) {
+	testtier.Full(t, "waits out the unserved grace (2 s)")
 	e := testenv.Start(t, testenv.Options{Kas: longFindTimeout})
 	for name, conn := range map[string]interface {
 		testgrpc.UnimplementedServiceClient
@@ -82,6 +84,7 @@ func TestHTTPToAgentWithoutUpstreamIs502(t *testing.T) {
 }
 
 func TestAbsentAgentStillWaitsFindTimeout(t *testing.T) {
+	testtier.Full(t, "waits out the find timeout (2 s)")
 	const find = 2 * time.Second
 	e := testenv.Start(t, testenv.Options{Kas: func(c *kas.Config) { c.FindTimeout = find }})
 	start := time.Now()
@@ -138,6 +141,7 @@ func TestAgentUpgradedWithinGraceServesWaitingCall(t *testing.T) {
 // grpcurl's reflection client tries a failed call three times at once on the same connection; only the
 // first waits.
 func TestRepeatedCallAnsweredAtOnce(t *testing.T) {
+	testtier.Full(t, "waits out find timeouts and the repeat window (3 s)")
 	const find = 2 * time.Second
 	e := testenv.Start(t, testenv.Options{Kas: func(c *kas.Config) { c.FindTimeout = find }})
 	c := testgrpc.NewUnimplementedServiceClient(e.Public)
