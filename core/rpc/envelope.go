@@ -46,22 +46,14 @@ func (m *ConnectRequest) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 	return nil, false
 }
 
-// UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
-// ok is false (and m untouched) otherwise. b must not change afterwards.
+// UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b,
+// or a batch (see parseBatch), which it decodes or refuses; ok is false (and m untouched) for anything
+// else. b must not change afterwards.
 func (m *ConnectRequest) UnmarshalOwned(b []byte) (ok bool, err error) {
 	if !hasField(b, connectRequestBatchField) {
 		return m.unmarshalMessage(b), nil
 	}
-	msgs, err := parseBatch(b, connectRequestBatchField, func(e []byte) (*ConnectRequest, error) {
-		inner := &ConnectRequest{}
-		if hasField(e, connectRequestBatchField) || hasField(e, connectRequestDescriptorField) {
-			return nil, errBatchNesting
-		}
-		if inner.unmarshalMessage(e) {
-			return inner, nil
-		}
-		return inner, proto.Unmarshal(e, inner)
-	})
+	msgs, err := parseBatch(b, connectRequestBatchField, newConnectRequest, connectRequestBatchField, connectRequestDescriptorField)
 	if err != nil {
 		return false, err
 	}
@@ -98,22 +90,14 @@ func (m *ConnectResponse) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 	return nil, false
 }
 
-// UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
-// ok is false (and m untouched) otherwise. b must not change afterwards.
+// UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b,
+// or a batch (see parseBatch), which it decodes or refuses; ok is false (and m untouched) for anything
+// else. b must not change afterwards.
 func (m *ConnectResponse) UnmarshalOwned(b []byte) (ok bool, err error) {
 	if !hasField(b, connectResponseBatchField) {
 		return m.unmarshalMessage(b), nil
 	}
-	msgs, err := parseBatch(b, connectResponseBatchField, func(e []byte) (*ConnectResponse, error) {
-		inner := &ConnectResponse{}
-		if hasField(e, connectResponseBatchField) {
-			return nil, errBatchNesting
-		}
-		if inner.unmarshalMessage(e) {
-			return inner, nil
-		}
-		return inner, proto.Unmarshal(e, inner)
-	})
+	msgs, err := parseBatch(b, connectResponseBatchField, newConnectResponse, connectResponseBatchField)
 	if err != nil {
 		return false, err
 	}
@@ -330,10 +314,20 @@ func hasField(b []byte, field protowire.Number) bool {
 	return false
 }
 
+func newConnectRequest() *ConnectRequest   { return &ConnectRequest{} }
+func newConnectResponse() *ConnectResponse { return &ConnectResponse{} }
+
+// batchEntry is an envelope type as a batch holds it.
+type batchEntry interface {
+	proto.Message
+	unmarshalMessage(b []byte) (ok bool)
+}
+
 // parseBatch decodes b, which must be exactly one field of number field holding a batch of at most
-// MaxBatchMessages entries, each of which decode takes. A batch in any other form is refused rather than
-// left to protobuf, which would decode any number of entries.
-func parseBatch[M any](b []byte, field protowire.Number, decode func([]byte) (M, error)) ([]M, error) {
+// MaxBatchMessages entries, none of which has a top-level field in refused (a batch, a descriptor). A
+// batch in any other form is refused rather than left to protobuf, which would decode any number of
+// entries; an entry is checked before it is decoded.
+func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M, refused ...protowire.Number) ([]M, error) {
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || num != field || typ != protowire.BytesType {
 		return nil, errBatchForm
@@ -355,9 +349,17 @@ func parseBatch[M any](b []byte, field protowire.Number, decode func([]byte) (M,
 		if len(msgs) == MaxBatchMessages {
 			return nil, errBatchSize
 		}
-		msg, err := decode(e[:len(e):len(e)])
-		if err != nil {
-			return nil, err
+		for _, f := range refused {
+			if hasField(e, f) {
+				return nil, errBatchNesting
+			}
+		}
+		e = e[:len(e):len(e)]
+		msg := newMsg()
+		if !msg.unmarshalMessage(e) {
+			if err := proto.Unmarshal(e, msg); err != nil {
+				return nil, err
+			}
 		}
 		msgs = append(msgs, msg)
 		batch = batch[n+m:]
