@@ -81,21 +81,25 @@ func (p *Pump) RequestInfo() *rpc.ConnectResponse { return p.info }
 
 // Attach sends everything read so far to target, in order; then the pump feeds target.
 func (p *Pump) Attach(target Target) error {
-	return p.attach(target, false)
+	_, err := p.attach(target, false, false)
+	return err
 }
 
-func (p *Pump) attach(target Target, provisional bool) error {
+// attach makes target the pump's, after everything read so far. The first attach gives the caller's
+// frames a reader: a goroutine of its own, or, with inline, the caller of attach (claimed reports that it
+// must read).
+func (p *Pump) attach(target Target, provisional, inline bool) (claimed bool, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.ended {
-		return ErrCallOver
+		return false, ErrCallOver
 	}
 	if err := target.Begin(); err != nil {
-		return err
+		return false, err
 	}
 	for _, f := range p.replayLog() {
 		if err := target.Send(f); err != nil {
-			return err
+			return false, err
 		}
 	}
 	p.target, p.provisional = target, provisional
@@ -103,11 +107,17 @@ func (p *Pump) attach(target Target, provisional bool) error {
 	case p.attached <- struct{}{}:
 	default:
 	}
-	if !p.reading {
-		p.reading = true
-		go p.run()
+	if p.reading {
+		return false, nil
 	}
-	return nil
+	// Nothing is read before the call has somewhere to go: a call that waits for a tunnel holds no more
+	// of its request than gRPC's flow-control window, whatever the caller sends.
+	p.reading = true
+	if inline {
+		return true, nil
+	}
+	go p.run()
+	return false, nil
 }
 
 // AttachOneRequest is Attach for a call whose caller sends one request message (a unary or
@@ -116,31 +126,15 @@ func (p *Pump) attach(target Target, provisional bool) error {
 // Anything more (a caller that does not keep to the method's shape) goes through a reader of its own,
 // as with Attach.
 func (p *Pump) AttachOneRequest(target Target) error {
-	p.mu.Lock()
-	inline := !p.reading
-	p.reading = true
-	p.mu.Unlock()
-	if err := p.attach(target, false); err != nil {
-		if inline {
-			p.mu.Lock()
-			p.reading = false // the next attach starts a reader
-			p.mu.Unlock()
-		}
+	claimed, err := p.attach(target, false, true)
+	if err != nil || !claimed {
 		return err
 	}
-	if !inline {
-		return nil
-	}
-	<-p.attached // attach signalled it for a reader that waits: this goroutine is that reader now
 	ctx := p.src.Context()
 	for range 2 {
 		if p.step(ctx) {
 			return nil
 		}
-	}
-	select { // run starts at once: a target is attached
-	case p.attached <- struct{}{}:
-	default:
 	}
 	go p.run()
 	return nil
@@ -150,7 +144,8 @@ func (p *Pump) AttachOneRequest(target Target) error {
 // frames only while they fit in the replay log, so that Detach always finds the call replayable. Confirm
 // once the target took the call.
 func (p *Pump) AttachProvisional(target Target) error {
-	return p.attach(target, true)
+	_, err := p.attach(target, true, false)
+	return err
 }
 
 // Confirm makes a provisional target a plain one: the rest of the request follows.
@@ -213,15 +208,10 @@ func (p *Pump) dropLogLocked() {
 	p.log, p.logBytes, p.replayable = nil, 0, false
 }
 
+// run reads the caller's frames until the call's request or the call ends. It starts at the first
+// attach: the call has somewhere to go.
 func (p *Pump) run() {
 	ctx := p.src.Context()
-	// Nothing is read before the call has somewhere to go: a call that waits for a tunnel holds no
-	// more of its request than gRPC's flow-control window, whatever the caller sends.
-	select {
-	case <-p.attached:
-	case <-ctx.Done():
-		return
-	}
 	for !p.step(ctx) {
 	}
 }
