@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/kas"
+	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
@@ -229,14 +231,18 @@ func TestMaxConnectionAgeEndsABusyReusedTunnelAfterItsCall(t *testing.T) {
 
 // Rolling upgrades of batches: an agent that does not offer them and a kas that does not take them each
 // get a tunnel that carries one message per gRPC message, and every kind of call (normal, cancelled,
-// ending early, past its deadline) works all ways.
+// ending early, past its deadline) works all ways; the same for an agent that does not end tunnels when
+// kas asks (rpc.EndTunnel).
 func TestBatchesVersionSkew(t *testing.T) {
 	for name, tc := range map[string]struct {
 		agentNoBatches, kasNoBatches bool
+		agentNoEndTunnel             bool
 	}{
 		"new agent, new kas": {},
 		"old agent, new kas": {agentNoBatches: true},
 		"new agent, old kas": {kasNoBatches: true},
+		// kas reads its tunnels on a goroutine of their own and ends them by returning.
+		"agent without EndTunnel, new kas": {agentNoEndTunnel: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := testenv.Start(t, testenv.Options{
@@ -244,6 +250,7 @@ func TestBatchesVersionSkew(t *testing.T) {
 				Agent: func(_ int64, c *tunclient.Config) {
 					oneTunnel(0, c)
 					c.NoBatches = tc.agentNoBatches
+					c.NoEndTunnel = tc.agentNoEndTunnel
 				},
 			})
 			c := testgrpc.NewTestServiceClient(e.Public)
@@ -293,4 +300,79 @@ func TestReuseVersionSkew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An agent that offers to end tunnels when kas asks (Descriptor.ends_on_request) and then ignores kas's
+// EndTunnel keeps only what it had: each ended tunnel holds its place in the agent's tunnel limit until
+// the stream closes, which kas's connection rotation does at the latest (its GOAWAY, then the grace).
+func TestAgentIgnoringEndTunnelKeepsOnlyItsPlaces(t *testing.T) {
+	testtier.Full(t, "waits for a connection's max age and grace (about 3 s)")
+	const (
+		maxAge  = 3 * time.Second
+		limit   = 2
+		agentID = 7
+	)
+	e := testenv.Start(t, testenv.Options{Kas: func(c *kas.Config) {
+		c.MaxConnectionAge = maxAge
+		c.Limits.MaxTunnelsPerAgent = limit
+	}})
+	conn := badDial(t, e.Kas.Addrs().Agent)
+	ctx := metadata.AppendToOutgoingContext(badCtx(t), "authorization", badBearer(agentID))
+	desc := badTestDescriptor()
+	desc.GetDescriptor_().Reuse = true
+	desc.GetDescriptor_().EndsOnRequest = true
+	ends := make(chan *rpc.ConnectResponse, limit)
+	for range limit {
+		s, err := rpc.NewReverseTunnelClient(conn).Connect(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(desc); err != nil {
+			t.Fatal(err)
+		}
+		go func() { // reads kas's EndTunnel and does nothing about it
+			m, err := s.Recv()
+			if err == nil {
+				ends <- m
+			}
+			_ = badTunnelEnd(s)
+		}()
+	}
+	for range limit {
+		select {
+		case m := <-ends:
+			if m.GetEndTunnel().GetReason() != rpc.EndReasonMaxAge {
+				t.Fatalf("kas sent %v at the tunnel's deadline, want EndTunnel for %s", m, rpc.EndReasonMaxAge)
+			}
+		case <-time.After(maxAge):
+			t.Fatal("no EndTunnel at the tunnel's deadline")
+		}
+	}
+	// The ended tunnels are still open: the agent has no place for another.
+	s, err := rpc.NewReverseTunnelClient(conn).Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := badTunnelEnd(s); status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "ended but not yet closed by the agent") {
+		t.Fatalf("a tunnel beside %d ignored EndTunnels: %v, want ResourceExhausted for the ended ones", limit, err)
+	}
+	// kas's rotation closes the connection within the grace; then the places are free again.
+	badWaitFor(t, "the ended tunnels to close", func() error {
+		fresh := badDial(t, e.Kas.Addrs().Agent)
+		s, err := rpc.NewReverseTunnelClient(fresh).Connect(ctx)
+		if err != nil {
+			return err
+		}
+		if err := s.Send(desc); err != nil {
+			return err
+		}
+		recv := make(chan error, 1)
+		go func() { _, err := s.Recv(); recv <- err }()
+		select {
+		case err := <-recv:
+			return fmt.Errorf("tunnel refused: %v", err)
+		case <-time.After(200 * time.Millisecond):
+			return nil // taken: kas refuses at once
+		}
+	})
 }

@@ -32,6 +32,9 @@ const (
 	// StateBatch is a batch where the table's messages are expected: a batch inside a batch, or one on a
 	// tunnel that did not agree to batches (see BatchedConnectServer). No table allows it.
 	StateBatch State = "batch"
+	// StateEndTunnel is kas's EndTunnel, which the agent's stream takes before any table sees it (see
+	// EndingConnectClient). No table allows it.
+	StateEndTunnel State = "end_tunnel"
 )
 
 // Table is the allowed order of messages on one direction of one kind of stream. It is written down once
@@ -203,6 +206,8 @@ func KasState(m *ConnectResponse) State {
 		return StateCallEnd
 	case *ConnectResponse_Batch:
 		return StateBatch
+	case *ConnectResponse_EndTunnel:
+		return StateEndTunnel
 	default:
 		return StateEmpty
 	}

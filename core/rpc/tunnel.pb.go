@@ -247,7 +247,12 @@ type Descriptor struct {
 	// The agent takes batches (RequestBatch, ResponseBatch) on a reusable tunnel and sends them when kas
 	// answers with the "tunnel-batches" response header. A kas that does not answer so gets, and may
 	// send, no batch: to either side of an older version a batch is a message it does not know.
-	Batches       bool `protobuf:"varint,3,opt,name=batches,proto3" json:"batches,omitempty"`
+	Batches bool `protobuf:"varint,3,opt,name=batches,proto3" json:"batches,omitempty"`
+	// The agent ends a reusable tunnel when kas sends EndTunnel. kas can then read the tunnel on its
+	// Connect handler itself (one goroutine per tunnel instead of two): a server cannot interrupt its own
+	// read, so kas asks the agent to end the stream where it would otherwise return from the handler.
+	// To an agent that does not set this kas sends no EndTunnel and ends the stream itself.
+	EndsOnRequest bool `protobuf:"varint,4,opt,name=ends_on_request,json=endsOnRequest,proto3" json:"ends_on_request,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -299,6 +304,13 @@ func (x *Descriptor) GetReuse() bool {
 func (x *Descriptor) GetBatches() bool {
 	if x != nil {
 		return x.Batches
+	}
+	return false
+}
+
+func (x *Descriptor) GetEndsOnRequest() bool {
+	if x != nil {
+		return x.EndsOnRequest
 	}
 	return false
 }
@@ -856,6 +868,7 @@ type ConnectResponse struct {
 	//	*ConnectResponse_CloseSend
 	//	*ConnectResponse_CallEnd
 	//	*ConnectResponse_Batch
+	//	*ConnectResponse_EndTunnel
 	Msg           isConnectResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -943,6 +956,15 @@ func (x *ConnectResponse) GetBatch() *ResponseBatch {
 	return nil
 }
 
+func (x *ConnectResponse) GetEndTunnel() *EndTunnel {
+	if x != nil {
+		if x, ok := x.Msg.(*ConnectResponse_EndTunnel); ok {
+			return x.EndTunnel
+		}
+	}
+	return nil
+}
+
 type isConnectResponse_Msg interface {
 	isConnectResponse_Msg()
 }
@@ -967,6 +989,10 @@ type ConnectResponse_Batch struct {
 	Batch *ResponseBatch `protobuf:"bytes,5,opt,name=batch,proto3,oneof"` // batched tunnels only
 }
 
+type ConnectResponse_EndTunnel struct {
+	EndTunnel *EndTunnel `protobuf:"bytes,6,opt,name=end_tunnel,json=endTunnel,proto3,oneof"` // agents that set Descriptor.ends_on_request only
+}
+
 func (*ConnectResponse_RequestInfo) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Message) isConnectResponse_Msg() {}
@@ -976,6 +1002,67 @@ func (*ConnectResponse_CloseSend) isConnectResponse_Msg() {}
 func (*ConnectResponse_CallEnd) isConnectResponse_Msg() {}
 
 func (*ConnectResponse_Batch) isConnectResponse_Msg() {}
+
+func (*ConnectResponse_EndTunnel) isConnectResponse_Msg() {}
+
+// EndTunnel asks the agent to end the tunnel's stream (cancel it) at once, whatever it carries: the
+// agent takes the tunnel for ended by kas with this status and reason, exactly as if kas had returned
+// them from its Connect handler (the reason in the "tunnel-end-reason" trailer). Nothing follows it.
+// An agent that keeps the stream open after it keeps its place in its tunnel limit, and nothing else,
+// until its connection closes.
+type EndTunnel struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// For the "tunnel-end-reason" trailer; empty for none.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Absent: the tunnel ended cleanly (an OK status).
+	Status        *status.Status `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndTunnel) Reset() {
+	*x = EndTunnel{}
+	mi := &file_core_rpc_tunnel_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndTunnel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndTunnel) ProtoMessage() {}
+
+func (x *EndTunnel) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_tunnel_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndTunnel.ProtoReflect.Descriptor instead.
+func (*EndTunnel) Descriptor() ([]byte, []int) {
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EndTunnel) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *EndTunnel) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
 
 // ResponseBatch is several kas messages sent as one (batched tunnels only), as RequestBatch is for the
 // agent. A batch never holds a batch.
@@ -988,7 +1075,7 @@ type ResponseBatch struct {
 
 func (x *ResponseBatch) Reset() {
 	*x = ResponseBatch{}
-	mi := &file_core_rpc_tunnel_proto_msgTypes[15]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1087,7 @@ func (x *ResponseBatch) String() string {
 func (*ResponseBatch) ProtoMessage() {}
 
 func (x *ResponseBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_tunnel_proto_msgTypes[15]
+	mi := &file_core_rpc_tunnel_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1100,7 @@ func (x *ResponseBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResponseBatch.ProtoReflect.Descriptor instead.
 func (*ResponseBatch) Descriptor() ([]byte, []int) {
-	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{15}
+	return file_core_rpc_tunnel_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResponseBatch) GetMsgs() []*ConnectResponse {
@@ -1040,12 +1127,13 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\vall_methods\x18\x03 \x01(\bR\n" +
 	"allMethods\"J\n" +
 	"\x0fAgentDescriptor\x127\n" +
-	"\bservices\x18\x01 \x03(\v2\x1b.tunnelbench.rpc.v1.ServiceR\bservices\"\x8c\x01\n" +
+	"\bservices\x18\x01 \x03(\v2\x1b.tunnelbench.rpc.v1.ServiceR\bservices\"\xb4\x01\n" +
 	"\n" +
 	"Descriptor\x12N\n" +
 	"\x10agent_descriptor\x18\x01 \x01(\v2#.tunnelbench.rpc.v1.AgentDescriptorR\x0fagentDescriptor\x12\x14\n" +
 	"\x05reuse\x18\x02 \x01(\bR\x05reuse\x12\x18\n" +
-	"\abatches\x18\x03 \x01(\bR\abatches\"\x97\x01\n" +
+	"\abatches\x18\x03 \x01(\bR\abatches\x12&\n" +
+	"\x0fends_on_request\x18\x04 \x01(\bR\rendsOnRequest\"\x97\x01\n" +
 	"\x06Header\x128\n" +
 	"\x04meta\x18\x01 \x03(\v2$.tunnelbench.rpc.v1.Header.MetaEntryR\x04meta\x1aS\n" +
 	"\tMetaEntry\x12\x10\n" +
@@ -1083,15 +1171,20 @@ const file_core_rpc_tunnel_proto_rawDesc = "" +
 	"\x05batch\x18\a \x01(\v2 .tunnelbench.rpc.v1.RequestBatchH\x00R\x05batchB\x05\n" +
 	"\x03msg\"F\n" +
 	"\fRequestBatch\x126\n" +
-	"\x04msgs\x18\x01 \x03(\v2\".tunnelbench.rpc.v1.ConnectRequestR\x04msgs\"\xcc\x02\n" +
+	"\x04msgs\x18\x01 \x03(\v2\".tunnelbench.rpc.v1.ConnectRequestR\x04msgs\"\x8c\x03\n" +
 	"\x0fConnectResponse\x12D\n" +
 	"\frequest_info\x18\x01 \x01(\v2\x1f.tunnelbench.rpc.v1.RequestInfoH\x00R\vrequestInfo\x127\n" +
 	"\amessage\x18\x02 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x12>\n" +
 	"\n" +
 	"close_send\x18\x03 \x01(\v2\x1d.tunnelbench.rpc.v1.CloseSendH\x00R\tcloseSend\x128\n" +
 	"\bcall_end\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.CallEndH\x00R\acallEnd\x129\n" +
-	"\x05batch\x18\x05 \x01(\v2!.tunnelbench.rpc.v1.ResponseBatchH\x00R\x05batchB\x05\n" +
-	"\x03msg\"H\n" +
+	"\x05batch\x18\x05 \x01(\v2!.tunnelbench.rpc.v1.ResponseBatchH\x00R\x05batch\x12>\n" +
+	"\n" +
+	"end_tunnel\x18\x06 \x01(\v2\x1d.tunnelbench.rpc.v1.EndTunnelH\x00R\tendTunnelB\x05\n" +
+	"\x03msg\"O\n" +
+	"\tEndTunnel\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12*\n" +
+	"\x06status\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x06status\"H\n" +
 	"\rResponseBatch\x127\n" +
 	"\x04msgs\x18\x01 \x03(\v2#.tunnelbench.rpc.v1.ConnectResponseR\x04msgs2g\n" +
 	"\rReverseTunnel\x12V\n" +
@@ -1109,7 +1202,7 @@ func file_core_rpc_tunnel_proto_rawDescGZIP() []byte {
 	return file_core_rpc_tunnel_proto_rawDescData
 }
 
-var file_core_rpc_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_core_rpc_tunnel_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_core_rpc_tunnel_proto_goTypes = []any{
 	(*Values)(nil),                // 0: tunnelbench.rpc.v1.Values
 	(*Method)(nil),                // 1: tunnelbench.rpc.v1.Method
@@ -1126,23 +1219,24 @@ var file_core_rpc_tunnel_proto_goTypes = []any{
 	(*ConnectRequest)(nil),        // 12: tunnelbench.rpc.v1.ConnectRequest
 	(*RequestBatch)(nil),          // 13: tunnelbench.rpc.v1.RequestBatch
 	(*ConnectResponse)(nil),       // 14: tunnelbench.rpc.v1.ConnectResponse
-	(*ResponseBatch)(nil),         // 15: tunnelbench.rpc.v1.ResponseBatch
-	nil,                           // 16: tunnelbench.rpc.v1.Header.MetaEntry
-	nil,                           // 17: tunnelbench.rpc.v1.Trailer.MetaEntry
-	nil,                           // 18: tunnelbench.rpc.v1.RequestInfo.MetaEntry
-	(*status.Status)(nil),         // 19: google.rpc.Status
-	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*EndTunnel)(nil),             // 15: tunnelbench.rpc.v1.EndTunnel
+	(*ResponseBatch)(nil),         // 16: tunnelbench.rpc.v1.ResponseBatch
+	nil,                           // 17: tunnelbench.rpc.v1.Header.MetaEntry
+	nil,                           // 18: tunnelbench.rpc.v1.Trailer.MetaEntry
+	nil,                           // 19: tunnelbench.rpc.v1.RequestInfo.MetaEntry
+	(*status.Status)(nil),         // 20: google.rpc.Status
+	(*timestamppb.Timestamp)(nil), // 21: google.protobuf.Timestamp
 }
 var file_core_rpc_tunnel_proto_depIdxs = []int32{
 	1,  // 0: tunnelbench.rpc.v1.Service.methods:type_name -> tunnelbench.rpc.v1.Method
 	2,  // 1: tunnelbench.rpc.v1.AgentDescriptor.services:type_name -> tunnelbench.rpc.v1.Service
 	3,  // 2: tunnelbench.rpc.v1.Descriptor.agent_descriptor:type_name -> tunnelbench.rpc.v1.AgentDescriptor
-	16, // 3: tunnelbench.rpc.v1.Header.meta:type_name -> tunnelbench.rpc.v1.Header.MetaEntry
-	17, // 4: tunnelbench.rpc.v1.Trailer.meta:type_name -> tunnelbench.rpc.v1.Trailer.MetaEntry
-	19, // 5: tunnelbench.rpc.v1.Error.status:type_name -> google.rpc.Status
-	18, // 6: tunnelbench.rpc.v1.RequestInfo.meta:type_name -> tunnelbench.rpc.v1.RequestInfo.MetaEntry
-	20, // 7: tunnelbench.rpc.v1.RequestInfo.deadline:type_name -> google.protobuf.Timestamp
-	19, // 8: tunnelbench.rpc.v1.CallEnd.status:type_name -> google.rpc.Status
+	17, // 3: tunnelbench.rpc.v1.Header.meta:type_name -> tunnelbench.rpc.v1.Header.MetaEntry
+	18, // 4: tunnelbench.rpc.v1.Trailer.meta:type_name -> tunnelbench.rpc.v1.Trailer.MetaEntry
+	20, // 5: tunnelbench.rpc.v1.Error.status:type_name -> google.rpc.Status
+	19, // 6: tunnelbench.rpc.v1.RequestInfo.meta:type_name -> tunnelbench.rpc.v1.RequestInfo.MetaEntry
+	21, // 7: tunnelbench.rpc.v1.RequestInfo.deadline:type_name -> google.protobuf.Timestamp
+	20, // 8: tunnelbench.rpc.v1.CallEnd.status:type_name -> google.rpc.Status
 	4,  // 9: tunnelbench.rpc.v1.ConnectRequest.descriptor:type_name -> tunnelbench.rpc.v1.Descriptor
 	5,  // 10: tunnelbench.rpc.v1.ConnectRequest.header:type_name -> tunnelbench.rpc.v1.Header
 	6,  // 11: tunnelbench.rpc.v1.ConnectRequest.message:type_name -> tunnelbench.rpc.v1.Message
@@ -1155,18 +1249,20 @@ var file_core_rpc_tunnel_proto_depIdxs = []int32{
 	6,  // 18: tunnelbench.rpc.v1.ConnectResponse.message:type_name -> tunnelbench.rpc.v1.Message
 	10, // 19: tunnelbench.rpc.v1.ConnectResponse.close_send:type_name -> tunnelbench.rpc.v1.CloseSend
 	11, // 20: tunnelbench.rpc.v1.ConnectResponse.call_end:type_name -> tunnelbench.rpc.v1.CallEnd
-	15, // 21: tunnelbench.rpc.v1.ConnectResponse.batch:type_name -> tunnelbench.rpc.v1.ResponseBatch
-	14, // 22: tunnelbench.rpc.v1.ResponseBatch.msgs:type_name -> tunnelbench.rpc.v1.ConnectResponse
-	0,  // 23: tunnelbench.rpc.v1.Header.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	0,  // 24: tunnelbench.rpc.v1.Trailer.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	0,  // 25: tunnelbench.rpc.v1.RequestInfo.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
-	12, // 26: tunnelbench.rpc.v1.ReverseTunnel.Connect:input_type -> tunnelbench.rpc.v1.ConnectRequest
-	14, // 27: tunnelbench.rpc.v1.ReverseTunnel.Connect:output_type -> tunnelbench.rpc.v1.ConnectResponse
-	27, // [27:28] is the sub-list for method output_type
-	26, // [26:27] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	16, // 21: tunnelbench.rpc.v1.ConnectResponse.batch:type_name -> tunnelbench.rpc.v1.ResponseBatch
+	15, // 22: tunnelbench.rpc.v1.ConnectResponse.end_tunnel:type_name -> tunnelbench.rpc.v1.EndTunnel
+	20, // 23: tunnelbench.rpc.v1.EndTunnel.status:type_name -> google.rpc.Status
+	14, // 24: tunnelbench.rpc.v1.ResponseBatch.msgs:type_name -> tunnelbench.rpc.v1.ConnectResponse
+	0,  // 25: tunnelbench.rpc.v1.Header.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	0,  // 26: tunnelbench.rpc.v1.Trailer.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	0,  // 27: tunnelbench.rpc.v1.RequestInfo.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	12, // 28: tunnelbench.rpc.v1.ReverseTunnel.Connect:input_type -> tunnelbench.rpc.v1.ConnectRequest
+	14, // 29: tunnelbench.rpc.v1.ReverseTunnel.Connect:output_type -> tunnelbench.rpc.v1.ConnectResponse
+	29, // [29:30] is the sub-list for method output_type
+	28, // [28:29] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_core_rpc_tunnel_proto_init() }
@@ -1189,6 +1285,7 @@ func file_core_rpc_tunnel_proto_init() {
 		(*ConnectResponse_CloseSend)(nil),
 		(*ConnectResponse_CallEnd)(nil),
 		(*ConnectResponse_Batch)(nil),
+		(*ConnectResponse_EndTunnel)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1196,7 +1293,7 @@ func file_core_rpc_tunnel_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_rpc_tunnel_proto_rawDesc), len(file_core_rpc_tunnel_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

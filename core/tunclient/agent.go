@@ -85,6 +85,10 @@ type Config struct {
 	// NoBatches: never offer kas batches (rpc.RequestBatch), so that each message of a call travels as
 	// a gRPC message of its own, as agents before batches did. To compare, and for mixed versions.
 	NoBatches bool
+	// NoEndTunnel: never offer to end a tunnel when kas asks (rpc.EndTunnel), so that kas ends it by
+	// returning from its handler and reads it on a goroutine of its own, as with agents before
+	// Descriptor.ends_on_request. For mixed versions.
+	NoEndTunnel bool
 
 	// Meter records the agent's metrics. Nil records nothing.
 	Meter metric.Meter
@@ -266,6 +270,7 @@ func (a *Agent) Start() error {
 	d := descriptorFor(a.mux.GetServiceInfo(), exposed)
 	d.Reuse = !a.cfg.SingleUse
 	d.Batches = a.offersBatches()
+	d.EndsOnRequest = a.endsOnRequest()
 	var err error
 	a.descriptorMsg, err = proto.Marshal(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Descriptor_{Descriptor_: d}})
 	if err != nil {
@@ -322,6 +327,9 @@ func (a *Agent) Stop(ctx context.Context) {
 
 // offersBatches: the agent's descriptor offers kas batches.
 func (a *Agent) offersBatches() bool { return !a.cfg.SingleUse && !a.cfg.NoBatches }
+
+// endsOnRequest: the agent's descriptor offers to end a tunnel when kas sends rpc.EndTunnel.
+func (a *Agent) endsOnRequest() bool { return !a.cfg.SingleUse && !a.cfg.NoEndTunnel }
 
 // Stats is a snapshot of the tunnel pool.
 type Stats struct {

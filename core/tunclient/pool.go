@@ -256,6 +256,10 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 		// kas may batch from its first message on, once it accepted the offer.
 		stream = &rpc.BatchedConnectClient{ReverseTunnel_ConnectClient: stream}
 	}
+	if p.a.endsOnRequest() {
+		// kas's EndTunnel may come in a batch: it is taken after the batch is unpacked.
+		stream = &rpc.EndingConnectClient{ReverseTunnel_ConnectClient: stream, Cancel: cancel}
+	}
 	// The descriptor was encoded once, at Start.
 	if err := stream.SendMsg(&grpctool.RawFrame{Data: p.a.descriptorMsg}); err != nil {
 		_, err = stream.Recv() // the real error is the stream's status

@@ -134,6 +134,7 @@ func TestPoolOpensMinIdleTunnelsThatSendTheirDescriptorFirst(t *testing.T) {
 	want := descriptorFor(a.GetServiceInfo(), nil)
 	want.Reuse = true   // the agent asks for reusable tunnels unless it is single-use
 	want.Batches = true // and offers batches on them unless told not to
+	want.EndsOnRequest = true
 	streams := kas.all()
 	if len(streams) != 3 {
 		t.Fatalf("%d tunnels opened, want MinIdle = 3", len(streams))

@@ -202,7 +202,7 @@ func (a *AgentAPI) Connect(stream rpc.ReverseTunnel_ConnectServer) error {
 	case reuse:
 		_ = stream.SetHeader(tunnelReuseHeader)
 	}
-	reason, err := a.registry.Serve(agentID, desc, tunnel, registry.TunnelOptions{MaxSend: a.maxSend, MaxConnectionAge: a.maxAge, Reuse: reuse, Batches: batches})
+	reason, err := a.registry.Serve(agentID, desc, tunnel, registry.TunnelOptions{MaxSend: a.maxSend, MaxConnectionAge: a.maxAge, Reuse: reuse, Batches: batches, AgentEnds: desc.EndsOnRequest})
 	if reason != "" {
 		stream.SetTrailer(metadata.Pairs(rpc.TunnelEndReasonKey, reason))
 	}

@@ -62,6 +62,7 @@ func (c *descriptorCache) index(data []byte) (descriptor.Index, error) {
 	}
 	d.Reuse = first.GetDescriptor_().GetReuse()
 	d.Batches = first.GetDescriptor_().GetBatches()
+	d.EndsOnRequest = first.GetDescriptor_().GetEndsOnRequest()
 	if cacheable {
 		c.mu.Lock()
 		if c.entries == nil || len(c.entries) >= descriptorCacheEntries {

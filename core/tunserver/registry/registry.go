@@ -62,6 +62,10 @@ type agentEntry struct {
 	// yet: they count against MaxTunnelsPerAgent from the start, so that streams which never finish
 	// their handshake cannot pile up uncounted.
 	pending int
+	// closing are tunnels that ended but whose agent has not closed the stream yet (see readInline):
+	// they count against MaxTunnelsPerAgent until it does, so that an agent that ignores kas's
+	// EndTunnel holds no more than its limit.
+	closing int
 	// descs are the descriptors of the tunnels counted in tunnels (see Presence).
 	descs descriptor.Set
 }
@@ -337,9 +341,9 @@ func (r *Registry) Reserve(agentID int64) error {
 		e = &agentEntry{}
 		s.agents[agentID] = e
 	}
-	if max := r.limits.MaxTunnelsPerAgent; max > 0 && e.tunnels+e.pending >= max {
+	if max := r.limits.MaxTunnelsPerAgent; max > 0 && e.tunnels+e.pending+e.closing >= max {
 		r.onLimit.Hit(tunserver.LimitTunnelsPerAgent)
-		err := status.Errorf(codes.ResourceExhausted, "agent %d already has %d tunnels on this kas (%d of them still in their handshake), the limit (--max-tunnels-per-agent) is %d", agentID, e.tunnels+e.pending, e.pending, max)
+		err := status.Errorf(codes.ResourceExhausted, "agent %d already has %d tunnels on this kas (%d of them still in their handshake, %d ended but not yet closed by the agent), the limit (--max-tunnels-per-agent) is %d", agentID, e.tunnels+e.pending+e.closing, e.pending, e.closing, max)
 		r.forgetIfEmptyLocked(s, agentID, e)
 		return err
 	}
@@ -499,8 +503,17 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 		r.log.Error("registry invariant broken", "err", moveErr)
 		return
 	}
+	endReason := t.endReason
 	t.mu.Unlock()
 	e := s.agents[t.agentID]
+	if t.agentEnds {
+		// The handler is reading the stream: only the agent can end it now.
+		t.out.End(rpc.EndTunnelMessage(endReason, handlerStatus(err)))
+		if e != nil {
+			e.closing++
+			t.closing = true
+		}
+	}
 	switch from {
 	case TunnelIdle:
 		r.idle.Add(-1)
@@ -526,8 +539,23 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 	}
 }
 
+// streamClosed gives back the place of a tunnel whose agent closed its stream after it ended.
+func (r *Registry) streamClosed(t *Tunnel) {
+	s := r.stripe(t.agentID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !t.closing {
+		return
+	}
+	t.closing = false
+	if e := s.agents[t.agentID]; e != nil {
+		e.closing--
+		r.forgetIfEmptyLocked(s, t.agentID, e)
+	}
+}
+
 func (r *Registry) forgetIfEmptyLocked(s *stripe, agentID int64, e *agentEntry) {
-	if e.tunnels == 0 && e.pending == 0 && len(e.waiting) == 0 {
+	if e.tunnels == 0 && e.pending == 0 && e.closing == 0 && len(e.waiting) == 0 {
 		delete(s.agents, agentID)
 	}
 }

@@ -40,6 +40,9 @@ type TunnelOptions struct {
 	Batches bool
 	// Drain bounds the wait for the agent's call_end once kas ended a call; zero means DefaultDrain.
 	Drain time.Duration
+	// AgentEnds: the agent ends a reusable tunnel when kas sends rpc.EndTunnel
+	// (Descriptor.ends_on_request), so the Connect handler reads the tunnel itself (see readInline).
+	AgentEnds bool
 }
 
 // DefaultDrain is how long an agent has to end a call (its call_end) once kas ended it, before kas ends
@@ -55,17 +58,46 @@ func (r *Registry) Serve(agentID int64, desc descriptor.Index, stream rpc.Revers
 	t.reuse = opts.Reuse
 	t.out.Batches = opts.Reuse && opts.Batches
 	t.drain = cmp.Or(opts.Drain, DefaultDrain)
+	t.agentEnds = opts.Reuse && opts.AgentEnds
 	if err := r.addTunnel(t); err != nil {
 		if status.Code(err) == codes.ResourceExhausted {
 			return "", err
 		}
 		return rpc.EndReasonShutdown, nil
 	}
-	go t.readLoop(r)
+	if t.agentEnds {
+		r.readInline(t, opts.MaxConnectionAge)
+	} else {
+		r.readAside(t, opts.MaxConnectionAge)
+	}
+	t.out.Close()
+	t.mu.Lock()
+	reason, endErr := t.endReason, t.endErr
+	t.mu.Unlock()
+	if endErr != nil {
+		r.log.Debug("tunnel ended", "agent_id", agentID, "err", endErr)
+	}
+	return reason, handlerStatus(endErr)
+}
 
+// handlerStatus is the status the Connect handler returns for a tunnel that ended with err.
+func handlerStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); !ok {
+		return status.Error(codes.Unavailable, fmt.Sprintf("tunnel ended: %v", err))
+	}
+	return err
+}
+
+// readAside reads the tunnel on a goroutine of its own while the Connect handler waits for the tunnel to
+// end: kas ends the stream by returning from the handler, which ends that read too.
+func (r *Registry) readAside(t *Tunnel, maxConnectionAge time.Duration) {
+	go t.readLoop(r)
 	var expire <-chan time.Time
-	if opts.MaxConnectionAge > 0 {
-		timer := time.NewTimer(TunnelDeadline(opts.MaxConnectionAge))
+	if maxConnectionAge > 0 {
+		timer := time.NewTimer(TunnelDeadline(maxConnectionAge))
 		defer timer.Stop()
 		expire = timer.C
 	}
@@ -75,15 +107,21 @@ func (r *Registry) Serve(agentID int64, desc descriptor.Index, stream rpc.Revers
 		r.expire(t, rpc.EndReasonMaxAge)
 		<-t.done
 	}
-	t.out.Close()
-	t.mu.Lock()
-	reason, endErr := t.endReason, t.endErr
-	t.mu.Unlock()
-	if endErr != nil {
-		r.log.Debug("tunnel ended", "agent_id", agentID, "err", endErr)
-		if _, ok := status.FromError(endErr); !ok {
-			return reason, status.Error(codes.Unavailable, fmt.Sprintf("tunnel ended: %v", endErr))
-		}
+}
+
+// readInline reads the tunnel on the Connect handler's goroutine, for an agent that ends a tunnel when
+// kas asks (rpc.EndTunnel): nothing can end a server's read of its own stream but the stream's end, so
+// kas ends the tunnel by asking the agent (see finishLocked), one goroutine per tunnel instead of two.
+// Until the read ends the tunnel keeps its place in the agent's tunnel limit, however long the agent
+// takes.
+func (r *Registry) readInline(t *Tunnel, maxConnectionAge time.Duration) {
+	if maxConnectionAge > 0 {
+		timer := time.AfterFunc(TunnelDeadline(maxConnectionAge), func() { r.expire(t, rpc.EndReasonMaxAge) })
+		defer timer.Stop()
 	}
-	return reason, endErr
+	t.readLoop(r)
+	// The read ended: the agent left or broke the stream, or ended it as kas asked. Whatever the tunnel
+	// still carries ends with it (as with readAside, whoever found it ends it).
+	<-t.done
+	r.streamClosed(t)
 }

@@ -83,6 +83,12 @@ type Tunnel struct {
 	reuse bool
 	// drain bounds the wait for the agent's call_end once kas sent its own.
 	drain time.Duration
+	// agentEnds: kas ends the tunnel by asking the agent (rpc.EndTunnel) and the Connect handler reads
+	// the stream itself (see readInline).
+	agentEnds bool
+	// closing: the tunnel is done but the agent has not closed its stream yet; it is counted in its
+	// agent's closing tunnels meanwhile (guarded by the stripe lock).
+	closing bool
 
 	mu    sync.Mutex
 	state TunnelState

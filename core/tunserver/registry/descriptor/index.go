@@ -23,6 +23,8 @@ type Index struct {
 	Reuse bool
 	// Batches: the agent takes and sends batches on a reusable tunnel (rpc.RequestBatch).
 	Batches bool
+	// EndsOnRequest: the agent ends a reusable tunnel when kas sends rpc.EndTunnel.
+	EndsOnRequest bool
 }
 
 // NewIndex indexes the services of a descriptor, checking its bounds.

@@ -21,7 +21,7 @@ type count struct {
 // sent the same bytes the same index, so that comparing its map is enough (and cheap). Two equal
 // descriptors indexed apart count twice, which changes no answer of Supports.
 func sameIndex(a, b Index) bool {
-	return a.Reuse == b.Reuse && a.Batches == b.Batches && reflect.ValueOf(a.services).UnsafePointer() == reflect.ValueOf(b.services).UnsafePointer()
+	return a.Reuse == b.Reuse && a.Batches == b.Batches && a.EndsOnRequest == b.EndsOnRequest && reflect.ValueOf(a.services).UnsafePointer() == reflect.ValueOf(b.services).UnsafePointer()
 }
 
 // Add counts the descriptor of a tunnel that joined.

@@ -5,5 +5,5 @@
 //
 // It never reads the stream nor decides when a call or the tunnel ends (the registry does), never
 // sends a held message after a later one, never batches a payload over rpc.BatchMaxBytes, and never
-// sends anything once closed; Close waits for a send in progress at most a bound.
+// sends anything once closed or after the tunnel's last message (End, an rpc.EndTunnel); Close waits for a send in progress at most a bound.
 package tunnelwriter

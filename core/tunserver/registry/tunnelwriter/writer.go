@@ -25,6 +25,8 @@ type Writer struct {
 
 	mu     sync.Mutex
 	closed atomic.Bool
+	// ended: End was called; nothing is sent after its message.
+	ended atomic.Bool
 	// held are messages still to be sent (see HoldCallEnd and Hold); flush sends them when no other
 	// message does first. Both guarded by mu.
 	held  []*rpc.ConnectResponse
@@ -43,7 +45,7 @@ var callEndOK = &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_CallEnd{CallEnd: 
 func (w *Writer) Send(m *rpc.ConnectResponse) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed.Load() {
+	if w.closed.Load() || w.ended.Load() {
 		return ErrClosed
 	}
 	if len(w.held) == 0 {
@@ -102,6 +104,9 @@ func (w *Writer) HoldCallEnd() { w.Hold(callEndOK) }
 func (w *Writer) Hold(m *rpc.ConnectResponse) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ended.Load() {
+		return
+	}
 	w.held = append(w.held, m)
 	if w.flush == nil {
 		w.flush = time.AfterFunc(CallEndDelay, w.flushHeld)
@@ -114,12 +119,32 @@ func (w *Writer) Hold(m *rpc.ConnectResponse) {
 func (w *Writer) flushHeld() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.held) == 0 || w.closed.Load() {
+	if len(w.held) == 0 || w.closed.Load() || w.ended.Load() {
 		return
 	}
 	held := w.held
 	w.held = nil
 	_ = w.sendLocked(held)
+}
+
+// End sends m, the tunnel's last message, after what is held, on a goroutine of its own: the caller
+// may hold locks that a send blocked on flow control must not hold up. Nothing is sent after it. Like
+// every send it ends at Close at the latest (see Close).
+func (w *Writer) End(m *rpc.ConnectResponse) {
+	if w.ended.Swap(true) {
+		return
+	}
+	go func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.closed.Load() {
+			return
+		}
+		w.stopFlushLocked()
+		held := append(w.held, m)
+		w.held = nil
+		_ = w.sendLocked(held)
+	}()
 }
 
 // closeWait bounds how long the Connect handler waits for a send in progress before it returns.

@@ -230,3 +230,32 @@ func TestCloseDoesNotWaitForAHeldSend(t *testing.T) {
 		t.Fatalf("the send in progress: %v", err)
 	}
 }
+
+// End sends what is held and then its message, on a batched tunnel as one batch, and nothing after it:
+// a later Send fails and a later Hold is dropped.
+func TestEndIsTheLastMessage(t *testing.T) {
+	for _, batches := range []bool{false, true} {
+		log := &sendLog{}
+		w := &Writer{Stream: log, Batches: batches}
+		w.HoldCallEnd()
+		w.End(rpc.EndTunnelMessage(rpc.EndReasonMaxAge, nil))
+		deadline := time.Now().Add(waitBound)
+		for len(log.states()) == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if err := w.Send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_RequestInfo{RequestInfo: &rpc.RequestInfo{}}}); err != ErrClosed {
+			t.Fatalf("Send after End: %v, want ErrClosed", err)
+		}
+		w.HoldCallEnd()
+		w.End(rpc.EndTunnelMessage(rpc.EndReasonShutdown, nil))
+		time.Sleep(2 * CallEndDelay)
+		w.Close()
+		want := []rpc.State{rpc.StateCallEnd, rpc.StateEndTunnel}
+		if batches {
+			want = []rpc.State{rpc.StateBatch}
+		}
+		if got := log.states(); !slices.Equal(got, want) {
+			t.Fatalf("batches %v: sent %v, want %v", batches, got, want)
+		}
+	}
+}
