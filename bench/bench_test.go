@@ -65,7 +65,8 @@ import (
 // idle agent's 13 goroutines: 3 of grpc.ClientConn's callback serializers, each end's reader, writer
 // and keepalive (6), the client stream's context watcher, the agent's tunnel reader, kas's Connect
 // handler and tunnel reader; only the last pair is this project's to fold, and that needs a protocol
-// message asking the agent to end the stream (kas cannot unblock a server stream's Recv otherwise).
+// message asking the agent to end the stream (kas cannot unblock a server stream's Recv otherwise):
+// done since, see "Idle agents" below.
 //
 // Why the public API stays above 2.2× direct (2026-12, later still): at one caller every path is
 // CPU-bound here. perf stat over 20 000 calls shows 1.1-1.2 CPUs busy on each, and CPU per call is about
@@ -98,6 +99,19 @@ import (
 // batches with protobuf, whose reflection for a repeated message in a oneof (reflect.NewAt per element)
 // cost more than the messages saved: batches are encoded and decoded by hand (core/rpc/envelope.go).
 // kas also reads a one-request call's request on the goroutine that attaches it (no pump goroutine).
+//
+// Idle agents (2026-12-02): kas now reads a tunnel on its Connect handler and ends it by asking the
+// agent (rpc.EndTunnel), so an idle agent is 12 goroutines for both ends (was 13), and kas one per tunnel.
+// The bytes barely moved (95 → 94-95 KiB): the handler's stack was 8 KiB already and stays 8 KiB. The
+// stacks, read with delve (g.stack.hi - g.stack.lo and the depth down to g.sched.sp, after five GCs), 1
+// agent: kas's handler 8 KiB (4.7 KiB deep: processRPC, the metrics interceptor's 0.8 KiB frame,
+// Connect, Serve, readLoop, then gRPC's RecvMsg to its select, 1.6 KiB), the agent's tunnel reader 8 KiB
+// (2.1 KiB deep, 1.2 KiB of it gRPC's RecvMsg down to waitOnHeader), kas's connection reader 8 KiB (1.5
+// KiB deep), the client's reader, writer and two of the three serializers 4 KiB each, the other five 2
+// KiB. The runtime shrinks a stack only while less than a quarter of it is in use counting 800 bytes of
+// guard, so an 8 KiB stack needs under 1.2 KiB in use to halve: none of these can at gRPC's own depth,
+// and ≤ 80 KiB for both ends would need gRPC's per-connection goroutines (keepalive, serializers) or
+// its heap (ClientConn, transports, channelz socket, hpack tables: about 33 KiB) to shrink.
 //
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
