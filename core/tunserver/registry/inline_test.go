@@ -144,7 +144,7 @@ func TestInlineTunnelEndsWhenTheAgentCloses(t *testing.T) {
 		t.Fatalf("kas sent %v at the max age, want an EndTunnel with reason %q and no status", end, rpc.EndReasonMaxAge)
 	}
 	waitIdle(t, r, 0)
-	wantStats(t, r, Stats{})
+	wantStats(t, r, Stats{ClosingTunnels: 1})
 	err := r.Reserve(1)
 	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "1 ended but not yet closed by the agent") {
 		t.Fatalf("a tunnel while the ended one is still open: %v, want ResourceExhausted for the agent's limit", err)
@@ -159,6 +159,7 @@ func TestInlineTunnelEndsWhenTheAgentCloses(t *testing.T) {
 	if res.reason != rpc.EndReasonMaxAge || res.err != nil {
 		t.Fatalf("Serve returned %q, %v; want the reason %q and no error", res.reason, res.err, rpc.EndReasonMaxAge)
 	}
+	wantStats(t, r, Stats{})
 	if err := r.Reserve(1); err != nil {
 		t.Fatalf("after the agent closed the ended tunnel: %v", err)
 	}

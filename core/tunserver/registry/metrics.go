@@ -24,7 +24,7 @@ const (
 
 // RegisterMetrics exposes the registry's gauges: tunnels by state, waiting calls, connected agents.
 func RegisterMetrics(m metric.Meter, r *Registry) error {
-	tunnels, err := m.Int64ObservableGauge(TunnelsMetric, metric.WithDescription("Tunnels held by this kas, by state (idle, busy)"))
+	tunnels, err := m.Int64ObservableGauge(TunnelsMetric, metric.WithDescription("Tunnels held by this kas, by state (idle, busy, closing: ended, the agent asked to close its stream)"))
 	if err != nil {
 		return err
 	}
@@ -50,10 +50,12 @@ func RegisterMetrics(m metric.Meter, r *Registry) error {
 	}
 	idle := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "idle")))
 	busy := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "busy")))
+	closing := metric.WithAttributeSet(attribute.NewSet(attribute.String("state", "closing")))
 	_, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		s := r.Stats()
 		o.ObserveInt64(tunnels, s.IdleTunnels, idle)
 		o.ObserveInt64(tunnels, s.BusyTunnels, busy)
+		o.ObserveInt64(tunnels, s.ClosingTunnels, closing)
 		o.ObserveInt64(waiting, s.WaitingCalls)
 		o.ObserveInt64(agents, s.ConnectedAgents)
 		c := r.Counts()

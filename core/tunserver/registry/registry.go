@@ -38,6 +38,7 @@ type Registry struct {
 	waiting atomic.Int64
 	agents  atomic.Int64
 	pending atomic.Int64
+	closing atomic.Int64
 	// opened counts tunnels admitted; reused counts calls after which a tunnel went back to idle.
 	opened  atomic.Int64
 	reused  atomic.Int64
@@ -132,6 +133,9 @@ type Stats struct {
 	ConnectedAgents int64
 	// PendingTunnels are Connect streams admitted that have not sent their descriptor yet.
 	PendingTunnels int64
+	// ClosingTunnels are tunnels kas ended by asking the agent (rpc.EndTunnel) whose stream the agent
+	// has not closed yet: a few for a moment at most, unless an agent ignores EndTunnel.
+	ClosingTunnels int64
 }
 
 // Counts are the registry's counters since it started.
@@ -157,6 +161,7 @@ func (r *Registry) Stats() Stats {
 		WaitingCalls:    r.waiting.Load(),
 		ConnectedAgents: r.agents.Load(),
 		PendingTunnels:  r.pending.Load(),
+		ClosingTunnels:  r.closing.Load(),
 	}
 }
 
@@ -511,6 +516,7 @@ func (r *Registry) finishLocked(s *stripe, t *Tunnel, err error, reason string) 
 		t.out.End(rpc.EndTunnelMessage(endReason, handlerStatus(err)))
 		if e != nil {
 			e.closing++
+			r.closing.Add(1)
 			t.closing = true
 		}
 	}
@@ -548,6 +554,7 @@ func (r *Registry) streamClosed(t *Tunnel) {
 		return
 	}
 	t.closing = false
+	r.closing.Add(-1)
 	if e := s.agents[t.agentID]; e != nil {
 		e.closing--
 		r.forgetIfEmptyLocked(s, t.agentID, e)
@@ -666,7 +673,7 @@ func (r *Registry) Stop() {
 			for _, t := range slices.Clone(e.idle) {
 				r.finishLocked(s, t, nil, rpc.EndReasonShutdown)
 			}
-			if e.tunnels == 0 && e.pending == 0 {
+			if e.tunnels == 0 && e.pending == 0 && e.closing == 0 {
 				delete(s.agents, id)
 			}
 		}
