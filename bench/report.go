@@ -138,16 +138,27 @@ func WriteMarkdown(w io.Writer, s *Summary) error {
 	writeTunnelSection(&b, s)
 	if len(s.Scale) > 0 {
 		b.WriteString("\n## Scale\n\n")
-		b.WriteString("| agents | tunnels | connect s | kas heap B/tunnel | kas goroutines/tunnel | agent heap B/tunnel | agent heap B/agent | routing p99 µs | calls | errors |\n")
-		b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		b.WriteString("kas's figures are the growth of its process per tunnel; the agents' are their own process's (\"-\": not measured apart, or by an older run).\n\n")
+		b.WriteString("| agents | tunnels | connect s | kas heap B/tunnel | kas stacks B/tunnel | kas goroutines/tunnel | agent heap B/tunnel | agent heap B/agent | agent stacks B/agent | agent goroutines/agent | routing p99 µs | calls | errors |\n")
+		b.WriteString("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, sc := range s.Scale {
-			fmt.Fprintf(&b, "| %d | %d | %.2f | %.0f | %.2f | %.0f | %.0f | %.0f | %d | %d |\n",
-				sc.Agents, sc.Tunnels, sc.ConnectS, sc.KasHeapBytesPerTunnel, sc.KasGoroutinesPerTunnel,
-				sc.AgentHeapBytesPerTunnel, sc.AgentHeapBytesPerAgent, sc.RoutingP99us, sc.Calls, sc.Errors)
+			fmt.Fprintf(&b, "| %d | %d | %.2f | %.0f | %s | %.2f | %s | %s | %s | %s | %.0f | %d | %d |\n",
+				sc.Agents, sc.Tunnels, sc.ConnectS, sc.KasHeapBytesPerTunnel, measuredCell(sc.KasStackBytesPerTunnel, "%.0f"),
+				sc.KasGoroutinesPerTunnel, measuredCell(sc.AgentHeapBytesPerTunnel, "%.0f"), measuredCell(sc.AgentHeapBytesPerAgent, "%.0f"),
+				measuredCell(sc.AgentStackBytesPerAgent, "%.0f"), measuredCell(sc.AgentGoroutinesPerAgent, "%.2f"),
+				sc.RoutingP99us, sc.Calls, sc.Errors)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// measuredCell formats v, or says "-" for a figure that was not measured (zero or negative).
+func measuredCell(v float64, format string) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, v)
 }
 
 // spreadCell is a spread's p50 and calls/s: "4.0% / 3.1%"; "-" without one.

@@ -77,12 +77,18 @@ func RunScale(ctx context.Context, opts ScaleOptions) ([]ScaleResult, error) {
 	return out, nil
 }
 
-func heapAndGoroutines() (uint64, int) {
+// processMemory is this process's live heap, goroutine stacks and goroutines, after two collections.
+type processMemory struct {
+	heap, stack uint64
+	goroutines  int
+}
+
+func measureProcess() processMemory {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapAlloc, runtime.NumGoroutine()
+	return processMemory{heap: m.HeapAlloc, stack: m.StackInuse, goroutines: runtime.NumGoroutine()}
 }
 
 func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, error) {
@@ -104,7 +110,7 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	if err != nil {
 		return ScaleResult{}, err
 	}
-	heap0, gor0 := heapAndGoroutines()
+	mem0 := measureProcess()
 	tunnels := n * opts.TunnelsPerAgent
 	start := time.Now()
 	agentReport, stopAgents, err := startStepAgents(ctx, route.Target, n, opts)
@@ -116,7 +122,7 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 		return ScaleResult{}, err
 	}
 	connect := time.Since(start)
-	heap1, gor1 := heapAndGoroutines()
+	mem1 := measureProcess()
 
 	// Routing under a fixed rate of calls spread over every agent.
 	before := snapshotRouting([]prometheus.Gatherer{mp.Registry()})
@@ -130,8 +136,9 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 		Agents:                 n,
 		Tunnels:                tunnels,
 		ConnectS:               connect.Seconds(),
-		KasHeapBytesPerTunnel:  float64(int64(heap1)-int64(heap0)) / float64(tunnels),
-		KasGoroutinesPerTunnel: float64(gor1-gor0) / float64(tunnels),
+		KasHeapBytesPerTunnel:  float64(int64(mem1.heap)-int64(mem0.heap)) / float64(tunnels),
+		KasStackBytesPerTunnel: float64(int64(mem1.stack)-int64(mem0.stack)) / float64(tunnels),
+		KasGoroutinesPerTunnel: float64(mem1.goroutines-mem0.goroutines) / float64(tunnels),
 		RoutingP99us:           routing.P99us,
 		Calls:                  res.Calls,
 		Errors:                 res.Errors,
@@ -139,10 +146,14 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	if agentReport != nil {
 		r.AgentHeapBytesPerTunnel = float64(agentReport.HeapBytes) / float64(tunnels)
 		r.AgentHeapBytesPerAgent = float64(agentReport.HeapBytes) / float64(n)
+		r.AgentStackBytesPerAgent = float64(agentReport.StackBytes) / float64(n)
+		r.AgentGoroutinesPerAgent = float64(agentReport.Goroutines) / float64(n)
 	} else {
 		// Agents share this process: the figures above hold both sides.
 		r.AgentHeapBytesPerTunnel = -1
 		r.AgentHeapBytesPerAgent = -1
+		r.AgentStackBytesPerAgent = -1
+		r.AgentGoroutinesPerAgent = -1
 	}
 	return r, nil
 }
@@ -182,6 +193,7 @@ func spreadCalls(conn grpc.ClientConnInterface, n int) func() load.Call {
 type AgentsReport struct {
 	Agents     int    `json:"agents"`
 	HeapBytes  uint64 `json:"heap_bytes"`
+	StackBytes uint64 `json:"stack_bytes"`
 	Goroutines int    `json:"goroutines"`
 }
 
@@ -210,8 +222,8 @@ func RunScaleAgents(ctx context.Context, addr string, count, tunnelsPerAgent int
 	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(count*tunnelsPerAgent), func() int64 { return int64(agents.Idle()) }); err != nil {
 		return err
 	}
-	heap, gor := heapAndGoroutines()
-	if err := json.NewEncoder(out).Encode(AgentsReport{Agents: count, HeapBytes: heap, Goroutines: gor}); err != nil {
+	mem := measureProcess()
+	if err := json.NewEncoder(out).Encode(AgentsReport{Agents: count, HeapBytes: mem.heap, StackBytes: mem.stack, Goroutines: mem.goroutines}); err != nil {
 		return err
 	}
 	<-ctx.Done()

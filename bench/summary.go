@@ -145,6 +145,11 @@ type ScaleResult struct {
 	RoutingP99us            float64 `json:"routing_p99_us"`
 	Calls                   int64   `json:"calls"`
 	Errors                  int64   `json:"errors"`
+	// Goroutine stacks beside the heap (added within v3: absent, that is zero, in older summaries). The
+	// agent figures are the agents process's, as its heap is; -1 when the agents share kas's process.
+	KasStackBytesPerTunnel  float64 `json:"kas_stack_bytes_per_tunnel,omitempty"`
+	AgentStackBytesPerAgent float64 `json:"agent_stack_bytes_per_agent,omitempty"`
+	AgentGoroutinesPerAgent float64 `json:"agent_goroutines_per_agent,omitempty"`
 }
 
 // WriteJSON writes s to dir/summary.json.

@@ -46,6 +46,10 @@ func TestBenchCommand(t *testing.T) {
 	if sc.Agents != 20 || sc.Tunnels != 20*bench.DefaultTunnelsPerAgent || sc.AgentHeapBytesPerAgent <= 0 || sc.KasHeapBytesPerTunnel <= 0 || sc.Errors != 0 {
 		t.Fatalf("scale step %+v", sc)
 	}
+	// Stacks and goroutines beside the heap, on both sides (an agent is at least its tunnel's reader).
+	if sc.KasStackBytesPerTunnel <= 0 || sc.AgentStackBytesPerAgent <= 0 || sc.AgentGoroutinesPerAgent < 1 {
+		t.Fatalf("scale step without stacks or goroutines: %+v", sc)
+	}
 	for _, f := range []string{"report.md", "plots/latency.svg", "plots/ratio.svg", "plots/scale-heap.svg"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Errorf("missing %s", f)
