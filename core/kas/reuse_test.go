@@ -19,6 +19,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 	"github.com/tunnelbench/tunnelbench/internal/testenv"
 	"github.com/tunnelbench/tunnelbench/internal/testsvc"
 	"github.com/tunnelbench/tunnelbench/internal/testtier"
@@ -229,6 +230,26 @@ func TestMaxConnectionAgeEndsABusyReusedTunnelAfterItsCall(t *testing.T) {
 	}
 }
 
+// skewedCalls makes calls calls of every kind (see reuseCall) through a kas and a one-tunnel agent set up
+// by kasCfg and agentCfg, as two versions of a rolling upgrade would be, and returns kas's registry counts.
+func skewedCalls(t *testing.T, calls int, kasCfg func(*kas.Config), agentCfg func(*tunclient.Config)) registry.Counts {
+	t.Helper()
+	e := testenv.Start(t, testenv.Options{
+		Kas: kasCfg,
+		Agent: func(_ int64, c *tunclient.Config) {
+			oneTunnel(0, c)
+			agentCfg(c)
+		},
+	})
+	c := testgrpc.NewTestServiceClient(e.Public)
+	for i := range calls {
+		if err := reuseCall(testCtx(t), c, i); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	return e.Kas.Registry().Counts()
+}
+
 // Rolling upgrades of batches: an agent that does not offer them and a kas that does not take them each
 // get a tunnel that carries one message per gRPC message, and every kind of call (normal, cancelled,
 // ending early, past its deadline) works all ways; the same for an agent that does not end tunnels when
@@ -245,21 +266,12 @@ func TestBatchesVersionSkew(t *testing.T) {
 		"agent without EndTunnel, new kas": {agentNoEndTunnel: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := testenv.Start(t, testenv.Options{
-				Kas: func(c *kas.Config) { c.NoTunnelBatches = tc.kasNoBatches },
-				Agent: func(_ int64, c *tunclient.Config) {
-					oneTunnel(0, c)
+			got := skewedCalls(t, 80,
+				func(c *kas.Config) { c.NoTunnelBatches = tc.kasNoBatches },
+				func(c *tunclient.Config) {
 					c.NoBatches = tc.agentNoBatches
 					c.NoEndTunnel = tc.agentNoEndTunnel
-				},
-			})
-			c := testgrpc.NewTestServiceClient(e.Public)
-			for i := range 80 {
-				if err := reuseCall(testCtx(t), c, i); err != nil {
-					t.Fatalf("call %d: %v", i, err)
-				}
-			}
-			got := e.Kas.Registry().Counts()
+				})
 			wantBatched := !tc.agentNoBatches && !tc.kasNoBatches
 			if got.TunnelsReused == 0 || (got.TunnelsBatched > 0) != wantBatched || wantBatched && got.TunnelsBatched != got.TunnelsOpened {
 				t.Fatalf("counts %+v, want reuse, and batches on every tunnel: %v", got, wantBatched)
@@ -281,20 +293,9 @@ func TestReuseVersionSkew(t *testing.T) {
 		"old agent and kas (seed)": {agentSingleUse: true, kasSingleUse: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := testenv.Start(t, testenv.Options{
-				Kas: func(c *kas.Config) { c.SingleUseTunnels = tc.kasSingleUse },
-				Agent: func(_ int64, c *tunclient.Config) {
-					oneTunnel(0, c)
-					c.SingleUse = tc.agentSingleUse
-				},
-			})
-			c := testgrpc.NewTestServiceClient(e.Public)
-			for i := range 40 {
-				if err := reuseCall(testCtx(t), c, i); err != nil {
-					t.Fatalf("call %d: %v", i, err)
-				}
-			}
-			got := e.Kas.Registry().Counts()
+			got := skewedCalls(t, 40,
+				func(c *kas.Config) { c.SingleUseTunnels = tc.kasSingleUse },
+				func(c *tunclient.Config) { c.SingleUse = tc.agentSingleUse })
 			if reused := got.TunnelsReused > 0; reused != tc.wantReuse {
 				t.Fatalf("tunnels reused: %v (%+v), want %v", reused, got, tc.wantReuse)
 			}
