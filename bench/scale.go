@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/bench/load"
 	"github.com/tunnelbench/tunnelbench/bench/topology"
 	"github.com/tunnelbench/tunnelbench/bench/topology/proc"
+	"github.com/tunnelbench/tunnelbench/bench/tunnels"
 	"github.com/tunnelbench/tunnelbench/core/demo"
 )
 
@@ -77,20 +77,6 @@ func RunScale(ctx context.Context, opts ScaleOptions) ([]ScaleResult, error) {
 	return out, nil
 }
 
-// processMemory is this process's live heap, goroutine stacks and goroutines, after two collections.
-type processMemory struct {
-	heap, stack uint64
-	goroutines  int
-}
-
-func measureProcess() processMemory {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return processMemory{heap: m.HeapAlloc, stack: m.StackInuse, goroutines: runtime.NumGoroutine()}
-}
-
 func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, error) {
 	auth, err := topology.AgentTokens(n, AgentToken)
 	if err != nil {
@@ -110,19 +96,19 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 	if err != nil {
 		return ScaleResult{}, err
 	}
-	mem0 := measureProcess()
-	tunnels := n * opts.TunnelsPerAgent
+	mem0 := tunnels.Snapshot()
+	nTunnels := n * opts.TunnelsPerAgent
 	start := time.Now()
 	agentReport, stopAgents, err := startStepAgents(ctx, route.Target, n, opts)
 	if err != nil {
 		return ScaleResult{}, err
 	}
 	defer stopAgents()
-	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(tunnels), func() int64 { return k.Registry().Stats().IdleTunnels }); err != nil {
+	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(nTunnels), func() int64 { return k.Registry().Stats().IdleTunnels }); err != nil {
 		return ScaleResult{}, err
 	}
 	connect := time.Since(start)
-	mem1 := measureProcess()
+	mem1 := tunnels.Snapshot()
 
 	// Routing under a fixed rate of calls spread over every agent.
 	before := snapshotRouting([]prometheus.Gatherer{mp.Registry()})
@@ -134,17 +120,17 @@ func scaleStep(ctx context.Context, n int, opts ScaleOptions) (ScaleResult, erro
 
 	r := ScaleResult{
 		Agents:                 n,
-		Tunnels:                tunnels,
+		Tunnels:                nTunnels,
 		ConnectS:               connect.Seconds(),
-		KasHeapBytesPerTunnel:  float64(int64(mem1.heap)-int64(mem0.heap)) / float64(tunnels),
-		KasStackBytesPerTunnel: float64(int64(mem1.stack)-int64(mem0.stack)) / float64(tunnels),
-		KasGoroutinesPerTunnel: float64(mem1.goroutines-mem0.goroutines) / float64(tunnels),
+		KasHeapBytesPerTunnel:  float64(int64(mem1.Heap)-int64(mem0.Heap)) / float64(nTunnels),
+		KasStackBytesPerTunnel: float64(int64(mem1.Stack)-int64(mem0.Stack)) / float64(nTunnels),
+		KasGoroutinesPerTunnel: float64(mem1.Goroutines-mem0.Goroutines) / float64(nTunnels),
 		RoutingP99us:           routing.P99us,
 		Calls:                  res.Calls,
 		Errors:                 res.Errors,
 	}
 	if agentReport != nil {
-		r.AgentHeapBytesPerTunnel = float64(agentReport.HeapBytes) / float64(tunnels)
+		r.AgentHeapBytesPerTunnel = float64(agentReport.HeapBytes) / float64(nTunnels)
 		r.AgentHeapBytesPerAgent = float64(agentReport.HeapBytes) / float64(n)
 		r.AgentStackBytesPerAgent = float64(agentReport.StackBytes) / float64(n)
 		r.AgentGoroutinesPerAgent = float64(agentReport.Goroutines) / float64(n)
@@ -222,8 +208,8 @@ func RunScaleAgents(ctx context.Context, addr string, count, tunnelsPerAgent int
 	if err := topology.WaitIdle(ctx, scaleConnectTimeout, int64(count*tunnelsPerAgent), func() int64 { return int64(agents.Idle()) }); err != nil {
 		return err
 	}
-	mem := measureProcess()
-	if err := json.NewEncoder(out).Encode(AgentsReport{Agents: count, HeapBytes: mem.heap, StackBytes: mem.stack, Goroutines: mem.goroutines}); err != nil {
+	mem := tunnels.Snapshot()
+	if err := json.NewEncoder(out).Encode(AgentsReport{Agents: count, HeapBytes: mem.Heap, StackBytes: mem.Stack, Goroutines: mem.Goroutines}); err != nil {
 		return err
 	}
 	<-ctx.Done()

@@ -22,10 +22,10 @@ type IdleCost struct {
 	GoroutinesPerAgent float64 `json:"goroutines_per_agent"`
 }
 
-// memSnapshot is the process's live heap, goroutine stacks and goroutines.
-type memSnapshot struct {
-	heap, stack uint64
-	goroutines  int
+// MemSnapshot is the process's live heap, goroutine stacks and goroutines.
+type MemSnapshot struct {
+	Heap, Stack uint64
+	Goroutines  int
 }
 
 // Settling the heap before a snapshot.
@@ -35,9 +35,9 @@ const (
 	settlePause = time.Millisecond
 )
 
-// snapshot collects garbage until the live heap stops shrinking (what a collection finds unreachable
+// Snapshot collects garbage until the live heap stops shrinking (what a collection finds unreachable
 // but with a finalizer or cleanup is freed only by a later one, after that has run), then reads it.
-func snapshot() memSnapshot {
+func Snapshot() MemSnapshot {
 	var m runtime.MemStats
 	prev := ^uint64(0)
 	for range maxSettleGCs {
@@ -49,16 +49,16 @@ func snapshot() memSnapshot {
 		prev = m.HeapAlloc
 		time.Sleep(settlePause)
 	}
-	return memSnapshot{heap: m.HeapAlloc, stack: m.StackInuse, goroutines: runtime.NumGoroutine()}
+	return MemSnapshot{Heap: m.HeapAlloc, Stack: m.StackInuse, Goroutines: runtime.NumGoroutine()}
 }
 
 // idleCost divides what changed from before to after by agents.
-func idleCost(before, after memSnapshot, agents int) IdleCost {
+func idleCost(before, after MemSnapshot, agents int) IdleCost {
 	n := float64(agents)
 	return IdleCost{
 		Agents:             agents,
-		HeapBytesPerAgent:  float64(int64(after.heap)-int64(before.heap)) / n,
-		StackBytesPerAgent: float64(int64(after.stack)-int64(before.stack)) / n,
-		GoroutinesPerAgent: float64(after.goroutines-before.goroutines) / n,
+		HeapBytesPerAgent:  float64(int64(after.Heap)-int64(before.Heap)) / n,
+		StackBytesPerAgent: float64(int64(after.Stack)-int64(before.Stack)) / n,
+		GoroutinesPerAgent: float64(after.Goroutines-before.Goroutines) / n,
 	}
 }

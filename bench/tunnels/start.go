@@ -36,7 +36,7 @@ func StartAdapter(ctx context.Context, name string, a Adapter, cfg Config) (*Run
 	if err != nil {
 		return nil, fmt.Errorf("tunnel %s: start: %w", name, err)
 	}
-	before := snapshot()
+	before := Snapshot()
 	cctx, cancel := context.WithTimeout(ctx, DefaultConnectTimeout)
 	err = t.ConnectAgents(cctx)
 	cancel()
@@ -45,5 +45,5 @@ func StartAdapter(ctx context.Context, name string, a Adapter, cfg Config) (*Run
 		defer cancel()
 		return nil, errors.Join(fmt.Errorf("tunnel %s: connect %d agents: %w", name, cfg.Agents, err), t.Close(closeCtx))
 	}
-	return &Running{Tunnel: t, Name: name, Idle: idleCost(before, snapshot(), cfg.Agents)}, nil
+	return &Running{Tunnel: t, Name: name, Idle: idleCost(before, Snapshot(), cfg.Agents)}, nil
 }
