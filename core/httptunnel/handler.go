@@ -140,7 +140,13 @@ func (ex *exchange) run(path string) {
 		ex.fail(recvErr(stream, err))
 		return
 	}
-	go ex.upload(ctx, stream, contentLength)
+	if contentLength == 0 {
+		// Nothing to read from the client: the request's end follows its header at once, with no
+		// goroutine to hand it to (the in-process stream takes both without blocking).
+		ex.upload(ctx, stream, 0)
+	} else {
+		go ex.upload(ctx, stream, contentLength)
+	}
 	ex.download(stream)
 }
 

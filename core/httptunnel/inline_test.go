@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,7 +23,8 @@ import (
 // TestInlineBodyOnlyWhenKasAsks calls an agent's Upstream as kas would, with and without the request
 // metadata that asks for small bodies inside the response header: a kas that does not ask (an older
 // one) always gets chunks, and so does one that asks, for a body of unknown length or larger than one
-// chunk. What arrives is the same body either way.
+// chunk. What arrives is the same body either way. An inline body is the whole answer at hand: the
+// handler tells its stream so (grpctool.HoldAnswer), so that on a tunnel the rest leaves with its end.
 func TestInlineBodyOnlyWhenKasAsks(t *testing.T) {
 	const chunk = 16
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -40,7 +42,11 @@ func TestInlineBodyOnlyWhenKasAsks(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := grpctool.NewInMemoryListener()
-	srv := grpc.NewServer()
+	var held atomic.Int32
+	srv := grpc.NewServer(grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ts := holdRecorder{ServerTransportStream: grpc.ServerTransportStreamFromContext(ss.Context()), held: &held}
+		return handler(srv, ctxStream{ServerStream: ss, ctx: grpc.NewContextWithServerTransportStream(ss.Context(), ts)})
+	}))
 	u, err := httptunnel.Register(srv, base, httptunnel.WithChunkSize(chunk))
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +77,7 @@ func TestInlineBodyOnlyWhenKasAsks(t *testing.T) {
 			if tc.ask {
 				ctx = metadata.AppendToOutgoingContext(ctx, rpc.HTTPInlineBodyMetadataKey, "1")
 			}
+			held.Store(0)
 			stream, err := client.Exchange(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -110,6 +117,24 @@ func TestInlineBodyOnlyWhenKasAsks(t *testing.T) {
 			if (inlined == 1 && chunks == 0) != tc.inline || inlined > 1 {
 				t.Fatalf("%d inline bodies and %d chunks; inline wanted: %v", inlined, chunks, tc.inline)
 			}
+			if n := held.Load(); (n == 1) != tc.inline || n > 1 {
+				t.Fatalf("the answer was held %d times; held wanted: %v", n, tc.inline)
+			}
 		})
 	}
 }
+
+// holdRecorder counts the handler's grpctool.HoldAnswer calls on a grpc.Server's stream.
+type holdRecorder struct {
+	grpc.ServerTransportStream
+	held *atomic.Int32
+}
+
+func (h holdRecorder) HoldAnswer() { h.held.Add(1) }
+
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
@@ -196,6 +197,11 @@ func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, re
 		switch err {
 		case nil:
 			hdr.Body = body
+			if resp.ProtoMajor == 1 {
+				// The whole answer is at hand: an HTTP/1 body ends at its content length without another
+				// read of the connection. Header, end and status leave together when this handler returns.
+				grpctool.HoldAnswer(stream.Context())
+			}
 		case io.EOF: // no body after all (a HEAD request): the loop below reads that end again
 		default:
 			early, earlyErr = body[:n], err

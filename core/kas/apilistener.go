@@ -5,6 +5,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	"runtime"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/kas/limits"
@@ -47,6 +48,7 @@ func (s *Server) newAPIServer(router *routing.Router, creds credentials.Transpor
 		// call can make kas buffer to PublicStreamWindow, where probing could grow it to 16 MiB.
 		grpc.StaticStreamWindowSize(PublicStreamWindow),
 		grpc.StaticConnWindowSize(grpctool.ConnectionWindow),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	internal := grpctool.NewInProcessConn(grpctool.ChainStreamHandler(router.RouteStream, shared...))
 	return grpc.NewServer(withCreds(creds, opts)...), internal

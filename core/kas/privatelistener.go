@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+	"runtime"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
@@ -39,6 +40,7 @@ func (s *Server) newPrivateServer(creds listenerCreds, grpcMetrics *grpcprom.Ser
 		// Anyone can connect before a token is checked: bounded in time, as on the public API.
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.cfg.Limits.IdleConnectionTimeout}),
 		grpc.ConnectionTimeout(connectionHandshakeTimeout),
+		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
 	}
 	opts = append(opts, grpctool.WindowServerOptions()...)
 	opts = append(opts, metrics.RoutedServerOptions(grpcMetrics)...)

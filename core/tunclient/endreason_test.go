@@ -45,7 +45,7 @@ func startFakeKas(t *testing.T, f *fakeKas) *Agent {
 
 // startAgentOn serves kas on an in-memory listener and starts an agent with cfg (KasConn set here)
 // connected to it; both stop when the test ends.
-func startAgentOn(t *testing.T, kas rpc.ReverseTunnelServer, cfg Config) *Agent {
+func startAgentOn(t *testing.T, kas rpc.ReverseTunnelServer, cfg Config, register ...func(*Agent)) *Agent {
 	t.Helper()
 	l := grpctool.NewInMemoryListener()
 	srv := grpc.NewServer(grpctool.RawServerCodec())
@@ -61,6 +61,9 @@ func startAgentOn(t *testing.T, kas rpc.ReverseTunnelServer, cfg Config) *Agent 
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, r := range register {
+		r(a)
 	}
 	if err := a.Start(); err != nil {
 		t.Fatal(err)

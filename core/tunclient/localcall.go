@@ -19,11 +19,17 @@ import (
 func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, md metadata.MD, tc tunnelCall, method string) bool {
 	var out serverstream.Sender = tc.stream
 	endOurs := tc.endOurs
-	if tc.batches && a.mux.AnswersOnce(method) {
+	if tc.batches {
 		// The answer (header, message, trailer, status) and the agent's call_end leave as one batch
 		// when the handler returns: one gRPC message and one wake-up of kas's reader instead of four.
+		// A method that may answer with several messages sends them as they come, unless its handler
+		// says that the rest of its answer is at hand (grpctool.HoldAnswer).
 		b := &rpc.RequestBatcher{Stream: tc.stream}
-		out = b
+		if a.mux.AnswersOnce(method) {
+			out = b
+		} else {
+			out = &answerSender{stream: tc.stream, batch: b}
+		}
 		endOurs = func() error { return tc.endOursWith(b) }
 	}
 	ss := serverstream.New(ctx, cancelCall, out, method, md, a.cfg.MaxMessageSize)
@@ -77,3 +83,21 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 		return false
 	}
 }
+
+// answerSender sends a streaming answer message by message until the handler holds the rest of it
+// (serverstream.Holder); from then on messages join batch, which the call's end flushes. Only the
+// handler's goroutine sends, as on every serverstream.Sender.
+type answerSender struct {
+	stream serverstream.Sender
+	batch  *rpc.RequestBatcher
+	held   bool
+}
+
+func (s *answerSender) Send(m *rpc.ConnectRequest) error {
+	if s.held {
+		return s.batch.Send(m)
+	}
+	return s.stream.Send(m)
+}
+
+func (s *answerSender) Hold() { s.held = true }

@@ -20,6 +20,11 @@ type Sender interface {
 	Send(*rpc.ConnectRequest) error
 }
 
+// Holder is a Sender that can hold what is sent from now on until the call's end leaves with it.
+type Holder interface {
+	Hold()
+}
+
 // Stream is the grpc.ServerStream of a call served from the tunnel. Only the handler's goroutine sends;
 // header and trailer may be set from any goroutine. The goroutine that reads the tunnel hands the
 // request over with Deliver and CloseRequest; once the handler returned, Finish sends its answer's end.
@@ -184,6 +189,14 @@ func (s *Stream) Finish(err error) {
 	}
 	if st != nil {
 		_ = s.stream.Send(ErrorMsg(st.Err()))
+	}
+}
+
+// HoldAnswer passes the handler's word that the rest of its answer is at hand (grpctool.HoldAnswer) to a
+// Sender that can hold it until the handler returned; other Senders send as before.
+func (s *transportStream) HoldAnswer() {
+	if h, ok := s.stream.(Holder); ok {
+		h.Hold()
 	}
 }
 
