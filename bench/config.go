@@ -198,10 +198,15 @@ func (c Config) matrix(m *Matrix) []error {
 // single-use mode), so a path stays when its tunnel is listed; every other tunnel listed (a peer, or
 // yours) becomes an adapter of the matrix, measured with the caller in its server's process, as the
 // tunnel path is. The direct baseline always stays. A path given with --paths whose tunnel is not
-// listed is a contradiction.
+// listed is a contradiction. The references (grpc-proxy) are listed by default, as adapters.
 func (c Config) tunnels(opts *Options) []error {
 	m := &opts.Matrix
 	list := tunnels.Default()
+	if c.Target != "" || c.Processes {
+		// The references run in this process, beside an in-process topology: by default a run against
+		// a deployment or processes goes without them (asked for by name, they are refused).
+		list = slices.DeleteFunc(list, func(name string) bool { return !isPathTunnel(name) })
+	}
 	if c.Tunnels != "" {
 		var err error
 		if list, err = tunnels.ParseList(c.Tunnels); err != nil {

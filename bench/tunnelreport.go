@@ -126,7 +126,13 @@ func writeTunnelSection(b *strings.Builder, s *Summary) {
 		"`tunnel-2hop`: through a second kas; `tunnel-single-use`: a tunnel per call) and the other tunnels, each with the caller " +
 		"in its server's process, as on the `tunnel` path: compare them with that row. " +
 		"A cell says stalled when the tunnel stopped completing calls under that case's load (no figures; see the stalls above), " +
-		"FAILED when too many calls failed. The HTTP cases are this project's tunnel only and are not here.\n")
+		"FAILED when too many calls failed. The HTTP cases are this project's tunnel only and are not here.")
+	for _, ti := range s.Tunnels {
+		if ti.Kind == tunnels.KindReference.String() {
+			fmt.Fprintf(b, " `%s` is a reference, not a tunnel (%s): its caller reaches it over loopback TCP, so compare it with `tunnel-public`.", ti.Name, ti.About)
+		}
+	}
+	b.WriteString("\n")
 	for _, f := range tunnelFigures {
 		var rows []string
 		for _, row := range t.Rows {

@@ -222,14 +222,14 @@ func TestRunTunnelStalls(t *testing.T) {
 }
 
 // TestPlanTunnels: the default measures this project's modes on the default paths (the matrix of
-// make bench unchanged); all adds the peers as adapters; a list without this project's tunnel drops
+// make bench unchanged) and the grpc-proxy reference as an adapter; all adds the peers as adapters; a list without this project's tunnel drops
 // its paths and the HTTP cases; contradictions and unknown names name the flag.
 func TestPlanTunnels(t *testing.T) {
 	def, err := DefaultConfig().Plan()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := def.Options.Matrix; !slices.Equal(m.Paths, DefaultMatrix().Paths) || len(m.Adapters) != 0 || def.Options.HTTPRate != DefaultHTTPRate {
+	if m := def.Options.Matrix; !slices.Equal(m.Paths, DefaultMatrix().Paths) || !slices.Equal(m.Adapters, []string{tunnels.GRPCProxy}) || def.Options.HTTPRate != DefaultHTTPRate {
 		t.Errorf("default: paths %v, adapters %v, HTTP %v", m.Paths, m.Adapters, def.Options.HTTPRate)
 	}
 

@@ -18,6 +18,9 @@ const (
 	KindProject Kind = iota
 	// KindPeer is another reverse tunnel, measured beside it.
 	KindPeer
+	// KindReference is no tunnel, but more than the baseline: a path whose cost a tunnel's path stands on
+	// (grpc-proxy: the two gRPC hops of tunnel-public). Runs measure it by default, to show that floor.
+	KindReference
 	// KindBaseline is no tunnel at all: what the others are divided by.
 	KindBaseline
 )
@@ -28,6 +31,8 @@ func (k Kind) String() string {
 		return "project"
 	case KindPeer:
 		return "peer"
+	case KindReference:
+		return "reference"
 	case KindBaseline:
 		return "baseline"
 	}
@@ -44,7 +49,7 @@ type Registration struct {
 	Adapter Adapter
 }
 
-// AllList is the list that selects every project and peer adapter.
+// AllList is the list that selects every project, peer and reference adapter.
 const AllList = "all"
 
 var (
@@ -82,7 +87,7 @@ func Lookup(name string) (Registration, error) {
 	return r, nil
 }
 
-// Registered lists every adapter: by kind (project, peer, baseline), then by name.
+// Registered lists every adapter: by kind (project, peer, reference, baseline), then by name.
 func Registered() []Registration {
 	registryMu.RLock()
 	out := make([]Registration, 0, len(registry))
@@ -105,11 +110,12 @@ func Names() []string {
 	return out
 }
 
-// Default lists this project's modes: what a run measures unless told otherwise.
-func Default() []string { return namesOf(KindProject) }
+// Default lists this project's modes and the references: what a run measures unless told otherwise.
+func Default() []string { return namesOf(KindProject, KindReference) }
 
-// All lists this project's modes and every peer; the baseline is not in it (a run measures it anyway).
-func All() []string { return namesOf(KindProject, KindPeer) }
+// All lists this project's modes, every peer and the references; the baseline is not in it (a run
+// measures it anyway).
+func All() []string { return namesOf(KindProject, KindPeer, KindReference) }
 
 func namesOf(kinds ...Kind) []string {
 	var out []string

@@ -32,12 +32,12 @@ func TestParseList(t *testing.T) {
 }
 
 func TestDefaultAndAll(t *testing.T) {
-	if got, want := Default(), []string{Reuse, SingleUse}; !slices.Equal(got, want) {
-		t.Errorf("Default() = %v, want this project's modes %v", got, want)
+	if got, want := Default(), []string{Reuse, SingleUse, GRPCProxy}; !slices.Equal(got, want) {
+		t.Errorf("Default() = %v, want this project's modes and the references %v", got, want)
 	}
 	all := All()
-	if !slices.Contains(all, Reuse) || slices.Contains(all, Direct) {
-		t.Errorf("All() = %v: want this project's modes and the peers, not the baseline", all)
+	if !slices.Contains(all, Reuse) || !slices.Contains(all, JhumpGrpctunnel) || !slices.Contains(all, GRPCProxy) || slices.Contains(all, Direct) {
+		t.Errorf("All() = %v: want this project's modes, the peers and the references, not the baseline", all)
 	}
 	for i, r := range Registered() {
 		if r.About == "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,8 +40,9 @@ func TestBenchCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sum.Cases) != 5+2 || len(sum.Scale) != 1 { // direct and four tunnel paths, HTTP direct and tunneled
-		t.Fatalf("%d cases and %d scale steps", len(sum.Cases), len(sum.Scale))
+	// direct, four tunnel paths and the grpc-proxy reference; HTTP direct and tunneled.
+	if len(sum.Cases) != 6+2 || len(sum.Scale) != 1 || !slices.ContainsFunc(sum.Cases, func(c bench.CaseResult) bool { return c.Name == "unary-64B/c1/grpc-proxy" && c.RatioToDirect != nil }) {
+		t.Fatalf("%d cases (want the grpc-proxy reference among them, with its ratios) and %d scale steps", len(sum.Cases), len(sum.Scale))
 	}
 	sc := sum.Scale[0]
 	if sc.Agents != 20 || sc.Tunnels != 20*bench.DefaultTunnelsPerAgent || sc.AgentHeapBytesPerAgent <= 0 || sc.KasHeapBytesPerTunnel <= 0 || sc.Errors != 0 {
