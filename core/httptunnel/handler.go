@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
 // Handler is the kas side: it forwards HTTP requests for PathPrefix + "{agentID}/{rest}" to that agent
@@ -112,6 +113,15 @@ func (ex *exchange) run(path string) {
 	defer cancel()
 	ex.uploadDone = make(chan struct{})
 	ctx = metadata.AppendToOutgoingContext(ctx, rpc.RoutingAgentIDMetadataKey, strconv.FormatInt(ex.agentID, 10), rpc.HTTPInlineBodyMetadataKey, "1")
+	contentLength := r.ContentLength
+	if r.Body == nil || r.Body == http.NoBody {
+		contentLength = 0
+	}
+	if contentLength == 0 {
+		// Header and end, then the half-close, all sent below before anything is awaited: kas may read
+		// them at once and send the agent the whole request as one batch.
+		ctx = request.WithWholeRequest(ctx, 2)
+	}
 	stream, err := ex.h.client.Exchange(ctx)
 	if err != nil {
 		close(ex.uploadDone)
@@ -123,10 +133,6 @@ func (ex *exchange) run(path string) {
 
 	reqHeader := cleanHeader(r.Header, "Expect") // kas answers "100-continue" itself by reading the body
 	reqHeader.Add("Via", viaValue(r.ProtoMajor, r.ProtoMinor, ex.h.opts.via))
-	contentLength := r.ContentLength
-	if r.Body == nil || r.Body == http.NoBody {
-		contentLength = 0
-	}
 	err = stream.Send(&HTTPRequest{Msg: &HTTPRequest_Header_{Header: &HTTPRequest_Header{
 		Method:        r.Method,
 		Path:          path,

@@ -249,10 +249,10 @@ func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) err
 	// (or, when the agent does not confirm it, of the tunnel) brings about.
 	stop := context.AfterFunc(ctx, func() { t.endCall(fwd, errCallerCancelled) })
 	defer stop()
-	target := t.target(pump.RequestInfo(), infoSize)
+	target := t.target(pump.RequestInfo(), infoSize, request.WholeRequest(ctx))
 	attach := pump.Attach
-	if target.oneRequest {
-		attach = pump.AttachOneRequest
+	if target.messages > 0 {
+		attach = func(tt request.Target) error { return pump.AttachWhole(tt, target.messages) }
 	}
 	if err := attach(target); err != nil {
 		if errors.Is(err, request.ErrCallOver) {
@@ -379,22 +379,26 @@ const batchOverhead = 64
 type tunnelTarget struct {
 	t    *Tunnel
 	info *rpc.ConnectResponse
-	// oneRequest: the agent said the caller sends one request (rpc.Method.one_request).
-	oneRequest bool
-	// hold: the tunnel is batched and the caller sends one request, so request_info and the first
-	// message wait for close_send to leave with it as one batch (see tunnelwriter.Writer.Hold).
-	hold bool
+	// messages is how many request messages the caller sends at once, then half-closes: 1 when the agent
+	// said the caller sends one request (rpc.Method.one_request), what an in-process caller said
+	// (request.WithWholeRequest), 0 when nothing is known.
+	messages int
+	// hold: the tunnel is batched and the caller sends its request at once, so request_info and up to
+	// messages messages (BatchMaxBytes in all) wait for close_send to leave with it as one batch (see
+	// tunnelwriter.Writer.Hold).
+	hold      bool
+	heldBytes int
 }
 
 // target is where a call's request goes on this tunnel; infoSize is the encoded size of info (when the
-// tunnel bounds what it sends).
-func (t *Tunnel) target(info *rpc.ConnectResponse, infoSize int) *tunnelTarget {
-	tt := &tunnelTarget{t: t, info: info}
-	if service, method, err := grpctool.SplitMethod(info.GetRequestInfo().GetMethodName()); err == nil {
-		tt.oneRequest = t.desc.OneRequest(service, method)
+// tunnel bounds what it sends); whole is what request.WholeRequest says of the call.
+func (t *Tunnel) target(info *rpc.ConnectResponse, infoSize, whole int) *tunnelTarget {
+	tt := &tunnelTarget{t: t, info: info, messages: whole}
+	if service, method, err := grpctool.SplitMethod(info.GetRequestInfo().GetMethodName()); err == nil && t.desc.OneRequest(service, method) {
+		tt.messages = 1
 	}
 	// A batch must fit where its parts fit: request_info may take nearly all of a tunnel message.
-	tt.hold = tt.oneRequest && t.out.Batches && (t.maxSend <= 0 || infoSize+rpc.BatchMaxBytes+batchOverhead <= t.maxSend)
+	tt.hold = tt.messages > 0 && t.out.Batches && (t.maxSend <= 0 || infoSize+rpc.BatchMaxBytes+batchOverhead <= t.maxSend)
 	return tt
 }
 
@@ -411,11 +415,15 @@ func (tt *tunnelTarget) Send(f request.Frame) error {
 		return tt.t.out.Send(closeSendMsg)
 	}
 	m := &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}}
-	if tt.hold && len(f.Data) <= rpc.BatchMaxBytes {
-		tt.hold = false // the one request: a second one (a caller that breaks the method's shape) goes at once
+	if tt.hold && tt.messages > 0 && tt.heldBytes+len(f.Data) <= rpc.BatchMaxBytes {
+		// The request as announced; a message more (a caller that breaks the method's shape), or more
+		// than a batch takes, goes at once, after what is held.
+		tt.messages--
+		tt.heldBytes += len(f.Data)
 		tt.t.out.Hold(m)
 		return nil
 	}
+	tt.hold = false
 	return tt.t.out.Send(m)
 }
 

@@ -125,13 +125,18 @@ func (p *Pump) attach(target Target, provisional, inline bool) (claimed bool, er
 // calling goroutine, so that no goroutine hand-off sits between the caller's request and the tunnel.
 // Anything more (a caller that does not keep to the method's shape) goes through a reader of its own,
 // as with Attach.
-func (p *Pump) AttachOneRequest(target Target) error {
+func (p *Pump) AttachOneRequest(target Target) error { return p.AttachWhole(target, 1) }
+
+// AttachWhole is AttachOneRequest for a caller that sends messages request messages and half-closes
+// without waiting for anything (see WithWholeRequest): at the first attach it reads them and the
+// half-close on the calling goroutine.
+func (p *Pump) AttachWhole(target Target, messages int) error {
 	claimed, err := p.attach(target, false, true)
 	if err != nil || !claimed {
 		return err
 	}
 	ctx := p.src.Context()
-	for range 2 {
+	for range messages + 1 {
 		if p.step(ctx) {
 			return nil
 		}
