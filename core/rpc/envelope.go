@@ -366,3 +366,44 @@ func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M,
 	}
 	return msgs, nil
 }
+
+// PooledMessage is an agent's message of a call (what a ConnectRequest with a Message carries) whose data
+// is a buffer of Pool: encoded with the raw codec (grpctool.BufferMarshaler), the buffer goes to gRPC,
+// which puts it back in Pool once it is written, so that a large answer costs no new memory per call.
+// The sender must not touch the buffer after the send. On the wire it is that ConnectRequest.
+type PooledMessage struct {
+	Data *[]byte
+	Pool mem.BufferPool
+}
+
+// MarshalBuffers implements grpctool.BufferMarshaler.
+func (m *PooledMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
+	n := len(*m.Data)
+	prefix := appendEnvelopePrefix(make([]byte, 0, envelopeSize(connectRequestMessageField, n)-n), connectRequestMessageField, n)
+	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(m.Data, m.Pool)}, true
+}
+
+// PooledSender is a sender of an agent's call messages that can send a PooledMessage.
+type PooledSender interface {
+	SendPooled(m *PooledMessage) error
+}
+
+// SendPooled sends m after what b holds, which leaves first (a large message is never batched).
+func (b *RequestBatcher) SendPooled(m *PooledMessage) error {
+	if err := b.Flush(); err != nil {
+		return err
+	}
+	return SendPooledOn(b.Stream, m)
+}
+
+// SendPooledOn sends m on s: as itself when s can send any message (a gRPC stream), otherwise as the
+// ConnectRequest it stands for, whose buffer is then left to the garbage collector.
+func SendPooledOn(s interface{ Send(*ConnectRequest) error }, m *PooledMessage) error {
+	switch x := s.(type) {
+	case PooledSender:
+		return x.SendPooled(m)
+	case interface{ SendMsg(any) error }:
+		return x.SendMsg(m)
+	}
+	return s.Send(&ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: *m.Data}}})
+}

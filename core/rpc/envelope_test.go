@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"google.golang.org/grpc/mem"
@@ -183,5 +184,41 @@ func TestBatchDecodeRefusesWhatCouldAmplify(t *testing.T) {
 	b, _ := proto.Marshal(&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{inner}}}})
 	if ok, err := resp.UnmarshalOwned(b); ok || err == nil {
 		t.Errorf("response batch in a batch: decoded (%v, %v), want refused", ok, err)
+	}
+}
+
+// countingPool is a mem.BufferPool that counts what comes back.
+type countingPool struct {
+	mem.BufferPool
+	put int
+}
+
+func (p *countingPool) Put(b *[]byte) { p.put++ }
+
+// A PooledMessage is, on the wire, the ConnectRequest it stands for, and its buffer goes back to its pool
+// once gRPC freed what it encoded.
+func TestPooledMessageEncodesAsItsConnectRequest(t *testing.T) {
+	for _, n := range []int{BatchMaxBytes + 1, 1 << 20} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(i)
+		}
+		want, err := proto.Marshal(&ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: data}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+		buf := slices.Clone(data)
+		bs, ok := (&PooledMessage{Data: &buf, Pool: pool}).MarshalBuffers()
+		if !ok || !bytes.Equal(bs.Materialize(), want) {
+			t.Fatalf("%d bytes: encoded %d bytes (ok %v), want the ConnectRequest's %d", n, bs.Len(), ok, len(want))
+		}
+		if pool.put != 0 {
+			t.Fatalf("%d bytes: the buffer went back before gRPC freed it", n)
+		}
+		bs.Free()
+		if pool.put != 1 {
+			t.Fatalf("%d bytes: the buffer went back %d times once freed, want once", n, pool.put)
+		}
 	}
 }

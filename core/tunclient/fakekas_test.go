@@ -187,6 +187,14 @@ func (s *fakeKasStream) SendMsg(m any) error {
 		}
 	case *rpc.ConnectRequest:
 		req = proto.Clone(m).(*rpc.ConnectRequest)
+	case *rpc.PooledMessage: // what the raw codec would put on the wire
+		bs, _ := m.MarshalBuffers()
+		req = &rpc.ConnectRequest{}
+		err := proto.Unmarshal(bs.Materialize(), req)
+		bs.Free()
+		if err != nil {
+			return status.Errorf(codes.Internal, "fake kas: undecodable pooled message: %v", err)
+		}
 	default:
 		return status.Errorf(codes.Internal, "fake kas: cannot send %T", m)
 	}

@@ -101,3 +101,10 @@ func (s *answerSender) Send(m *rpc.ConnectRequest) error {
 }
 
 func (s *answerSender) Hold() { s.held = true }
+
+func (s *answerSender) SendPooled(m *rpc.PooledMessage) error {
+	if s.held {
+		return s.batch.SendPooled(m)
+	}
+	return rpc.SendPooledOn(s.stream, m)
+}

@@ -6,9 +6,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -128,9 +130,18 @@ func (s *Stream) sendErr(err error) error {
 	return status.Error(codes.Canceled, "the call ended: kas closed the tunnel")
 }
 
+// pooledMin is the smallest message SendMsg encodes into a pooled buffer: below it messages may go in
+// batches, which copy them.
+const pooledMin = rpc.BatchMaxBytes + 1
+
 func (s *Stream) SendMsg(m any) error {
 	if err := s.ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
+	}
+	if pm, ok := m.(proto.Message); ok {
+		if sent, err := s.sendPooled(pm); sent {
+			return err
+		}
 	}
 	data, err := grpctool.MarshalFrame(m)
 	if err != nil {
@@ -146,6 +157,40 @@ func (s *Stream) SendMsg(m any) error {
 		return err
 	}
 	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: data}}}))
+}
+
+// sendPooled sends a large message encoded into a buffer of gRPC's pool, which gRPC puts back once it
+// is written (rpc.PooledMessage), as gRPC's own codec does: a large answer costs no new memory per call.
+// It reports whether it took the message: not a small one, nor what the tunnel cannot send so.
+func (s *Stream) sendPooled(m proto.Message) (sent bool, err error) {
+	size := proto.Size(m)
+	if size < pooledMin {
+		return false, nil
+	}
+	if size > s.maxMsg {
+		return true, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", size, s.maxMsg)
+	}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(size)
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], m)
+	if err != nil {
+		pool.Put(buf)
+		return true, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
+	}
+	if len(b) != size || &b[0] != &(*buf)[0] {
+		// The message changed while it was encoded: send what came out, as any other message.
+		pool.Put(buf)
+		return false, nil
+	}
+	*buf = b
+	s.mu.Lock()
+	err = s.sendHeaderLocked()
+	s.mu.Unlock()
+	if err != nil {
+		pool.Put(buf)
+		return true, err
+	}
+	return true, s.sendErr(rpc.SendPooledOn(s.stream, &rpc.PooledMessage{Data: buf, Pool: pool}))
 }
 
 func (s *Stream) RecvMsg(m any) error {

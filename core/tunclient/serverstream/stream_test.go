@@ -1,6 +1,7 @@
 package serverstream
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -203,4 +205,60 @@ func TestFailedSendEndsTheCall(t *testing.T) {
 		t.Fatalf("next send: %v, want Canceled", err)
 	}
 	s.Finish(nil) // sends nothing more on a broken tunnel, and does not panic
+}
+
+// pooledRecorder is a recorder that also takes pooled messages, as a gRPC stream does.
+type pooledRecorder struct {
+	recorder
+	pooled []*rpc.PooledMessage
+}
+
+func (r *pooledRecorder) SendPooled(m *rpc.PooledMessage) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pooled = append(r.pooled, m)
+	return nil
+}
+
+// A message too large for a batch is encoded into a pooled buffer and sent as a PooledMessage whose bytes
+// are the message's; a small one goes as a ConnectRequest; one above the limit is refused before any
+// encoding. A Sender without pooled sends gets the ConnectRequest either way.
+func TestLargeMessagesGoPooled(t *testing.T) {
+	big := &rpc.Message{Data: make([]byte, 2*rpc.BatchMaxBytes)}
+	for i := range big.Data {
+		big.Data[i] = byte(i)
+	}
+	small := &rpc.Message{Data: []byte("small")}
+
+	r := &pooledRecorder{}
+	s := New(context.Background(), func() {}, r, "/s/m", nil, 1<<20)
+	if err := s.SendMsg(small); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(big); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.kinds(); !slices.Equal(got, []string{"header", "message"}) || len(r.pooled) != 1 {
+		t.Fatalf("sent %v and %d pooled, want header, message and the large one pooled", got, len(r.pooled))
+	}
+	var got rpc.Message
+	if err := proto.Unmarshal(*r.pooled[0].Data, &got); err != nil || !bytes.Equal(got.GetData(), big.GetData()) {
+		t.Fatalf("the pooled message holds %d bytes (%v), want the large message's encoding", len(got.GetData()), err)
+	}
+	tooLarge := &rpc.Message{Data: make([]byte, 2<<20)}
+	if err := s.SendMsg(tooLarge); status.Code(err) != codes.ResourceExhausted || len(r.pooled) != 1 {
+		t.Fatalf("a message above the limit: %v, %d pooled; want ResourceExhausted and nothing sent", err, len(r.pooled))
+	}
+
+	plain := &recorder{}
+	s = New(context.Background(), func() {}, plain, "/s/m", nil, 1<<20)
+	if err := s.SendMsg(big); err != nil {
+		t.Fatal(err)
+	}
+	if got := plain.kinds(); !slices.Equal(got, []string{"header", "message"}) {
+		t.Fatalf("without pooled sends: sent %v, want header and message", got)
+	}
+	if err := proto.Unmarshal(plain.sent[1].GetMessage().GetData(), &got); err != nil || !bytes.Equal(got.GetData(), big.GetData()) {
+		t.Fatalf("without pooled sends: the message holds %d bytes (%v)", len(got.GetData()), err)
+	}
 }
