@@ -1,7 +1,7 @@
 // Package grpcproxy is the least a gRPC proxy does: every call of a service goes on to one backend as
-// bytes, with its metadata, and the backend's answer, header, trailer and status come back. The bench's
-// proxy path puts it in front of the direct server, so that a run shows beside the tunnel what one more
-// gRPC hop costs by itself: the floor under tunnel-public, whose caller → kas → agent is two hops too.
+// bytes, with its metadata, and the backend's answer, header, trailer and status come back. bench's
+// grpc-proxy reference (bench/tunnels) puts it in front of direct gRPC servers, so that a run shows beside
+// the tunnel what two gRPC hops cost by themselves: tunnel-public's caller → kas → agent is two hops too.
 //
 // It forwards; it does not route, check, limit or count. Unary methods go on with one Invoke on the
 // handler's goroutine; streaming methods with the caller's messages copied on a goroutine of their own.
