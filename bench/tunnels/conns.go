@@ -2,9 +2,12 @@ package tunnels
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
+
+	"github.com/tunnelbench/tunnelbench/bench/topology"
 )
 
 // errClosed is what a closed tunnel answers.
@@ -48,4 +51,34 @@ func (s *connSet) close() {
 		_ = c.Close()
 	}
 	s.conns = nil
+}
+
+// routeConns is what a tunnel whose callers dial each agent's own listener keeps (direct, grpc-proxy):
+// the listeners' routes in agent order, and the callers' connections to them.
+type routeConns struct {
+	mu     sync.Mutex
+	routes []topology.Route
+	conns  connSet
+}
+
+// add records the route of the next agent.
+func (r *routeConns) add(route topology.Route) {
+	r.mu.Lock()
+	r.routes = append(r.routes, route)
+	r.mu.Unlock()
+}
+
+// conn returns agent id's connection, made with dial from its route the first time.
+func (r *routeConns) conn(id int64, dial func(topology.Route) (*grpc.ClientConn, error)) (grpc.ClientConnInterface, error) {
+	r.mu.Lock()
+	connected := int64(len(r.routes)) >= id
+	var route topology.Route
+	if connected {
+		route = r.routes[id-1]
+	}
+	r.mu.Unlock()
+	if !connected {
+		return nil, fmt.Errorf("agent %d is not connected", id)
+	}
+	return r.conns.get(id, func() (*grpc.ClientConn, error) { return dial(route) })
 }

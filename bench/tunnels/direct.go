@@ -2,7 +2,6 @@ package tunnels
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -22,9 +21,8 @@ type direct struct {
 	cfg     Config
 	mu      sync.Mutex
 	servers []*grpc.Server
-	routes  []topology.Route
 	wg      sync.WaitGroup
-	conns   connSet
+	agents  routeConns
 }
 
 func startDirect(_ context.Context, cfg Config) (Tunnel, error) { return &direct{cfg: cfg}, nil }
@@ -41,8 +39,9 @@ func (d *direct) ConnectAgents(ctx context.Context) error {
 		s := grpc.NewServer(grpc.MaxRecvMsgSize(d.cfg.MaxMessageSize), grpc.MaxSendMsgSize(d.cfg.MaxMessageSize))
 		d.cfg.RegisterServices(id+1, s)
 		d.mu.Lock()
-		d.servers, d.routes = append(d.servers, s), append(d.routes, route)
+		d.servers = append(d.servers, s)
 		d.mu.Unlock()
+		d.agents.add(route)
 		d.wg.Go(func() { _ = s.Serve(l) })
 	}
 	return nil
@@ -52,23 +51,13 @@ func (d *direct) Conn(id int64) (grpc.ClientConnInterface, error) {
 	if err := d.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
-	connected := int64(len(d.routes)) >= id
-	var route topology.Route
-	if connected {
-		route = d.routes[id-1]
-	}
-	d.mu.Unlock()
-	if !connected {
-		return nil, fmt.Errorf("agent %d is not connected", id)
-	}
-	return d.conns.get(id, func() (*grpc.ClientConn, error) {
+	return d.agents.conn(id, func(route topology.Route) (*grpc.ClientConn, error) {
 		return topology.Dial(d.cfg.agentRoute(id, route), topology.MaxMessageSize(d.cfg.MaxMessageSize))
 	})
 }
 
 func (d *direct) Close(ctx context.Context) error {
-	d.conns.close()
+	d.agents.conns.close()
 	d.mu.Lock()
 	servers := d.servers
 	d.servers = nil

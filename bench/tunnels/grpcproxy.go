@@ -2,7 +2,6 @@ package tunnels
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -27,9 +26,8 @@ type grpcProxy struct {
 	backends Tunnel // direct: agent id's server, reached through cfg.AgentDial like direct's
 	mu       sync.Mutex
 	servers  []*grpc.Server
-	routes   []topology.Route
 	wg       sync.WaitGroup
-	conns    connSet
+	proxies  routeConns
 }
 
 func startGRPCProxy(ctx context.Context, cfg Config) (Tunnel, error) {
@@ -65,8 +63,9 @@ func (p *grpcProxy) ConnectAgents(ctx context.Context) error {
 		// The proxy serves the methods agent id's server serves, each forwarded to it.
 		p.cfg.RegisterServices(id, registrarFunc(func(sd *grpc.ServiceDesc, _ any) { grpcproxy.Register(s, sd, backend) }))
 		p.mu.Lock()
-		p.servers, p.routes = append(p.servers, s), append(p.routes, route)
+		p.servers = append(p.servers, s)
 		p.mu.Unlock()
+		p.proxies.add(route)
 		p.wg.Go(func() { _ = s.Serve(l) })
 	}
 	return nil
@@ -76,23 +75,13 @@ func (p *grpcProxy) Conn(id int64) (grpc.ClientConnInterface, error) {
 	if err := p.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
-	p.mu.Lock()
-	connected := int64(len(p.routes)) >= id
-	var route topology.Route
-	if connected {
-		route = p.routes[id-1]
-	}
-	p.mu.Unlock()
-	if !connected {
-		return nil, fmt.Errorf("agent %d is not connected", id)
-	}
-	return p.conns.get(id, func() (*grpc.ClientConn, error) {
+	return p.proxies.conn(id, func(route topology.Route) (*grpc.ClientConn, error) {
 		return topology.Dial(route, topology.MaxMessageSize(p.cfg.MaxMessageSize))
 	})
 }
 
 func (p *grpcProxy) Close(ctx context.Context) error {
-	p.conns.close()
+	p.proxies.conns.close()
 	p.mu.Lock()
 	servers := p.servers
 	p.servers = nil
