@@ -138,12 +138,7 @@ func (s *Stream) SendMsg(m any) error {
 	if err := s.ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	if pm, ok := m.(proto.Message); ok {
-		if sent, err := s.sendPooled(pm); sent {
-			return err
-		}
-	}
-	data, err := grpctool.MarshalFrame(m)
+	data, pooled, err := encode(m, s.maxMsg)
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
 	}
@@ -153,44 +148,40 @@ func (s *Stream) SendMsg(m any) error {
 	s.mu.Lock()
 	err = s.sendHeaderLocked()
 	s.mu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
+		if pooled != nil {
+			messagePool.Put(pooled)
+		}
 		return err
+	case pooled != nil:
+		return s.sendErr(rpc.SendPooledOn(s.stream, &rpc.PooledMessage{Data: pooled, Pool: messagePool}))
 	}
 	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: data}}}))
 }
 
-// sendPooled sends a large message encoded into a buffer of gRPC's pool, which gRPC puts back once it
-// is written (rpc.PooledMessage), as gRPC's own codec does: a large answer costs no new memory per call.
-// It reports whether it took the message: not a small one, nor what the tunnel cannot send so.
-func (s *Stream) sendPooled(m proto.Message) (sent bool, err error) {
-	size := proto.Size(m)
-	if size < pooledMin {
-		return false, nil
+// messagePool holds the buffers of large messages: gRPC's own pool.
+var messagePool = mem.DefaultBufferPool()
+
+// encode encodes m as one message. A protobuf message too large for a batch (and no larger than
+// maxMsg) goes into a buffer of messagePool, returned as pooled too: sent as an rpc.PooledMessage, gRPC
+// puts it back once written, as gRPC's own codec does, so that a large answer costs no new memory per
+// call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
+func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
+	if pm, ok := m.(proto.Message); ok {
+		if size := proto.Size(pm); size >= pooledMin && size <= maxMsg {
+			buf := messagePool.Get(size)
+			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], pm)
+			if err == nil && len(b) == size && &b[0] == &(*buf)[0] {
+				*buf = b
+				return b, buf, nil
+			}
+			// Refused, or the message changed while it was encoded: encode it as any other.
+			messagePool.Put(buf)
+		}
 	}
-	if size > s.maxMsg {
-		return true, status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", size, s.maxMsg)
-	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(size)
-	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], m)
-	if err != nil {
-		pool.Put(buf)
-		return true, status.Errorf(codes.Internal, "grpc: error while marshaling: %v", err)
-	}
-	if len(b) != size || &b[0] != &(*buf)[0] {
-		// The message changed while it was encoded: send what came out, as any other message.
-		pool.Put(buf)
-		return false, nil
-	}
-	*buf = b
-	s.mu.Lock()
-	err = s.sendHeaderLocked()
-	s.mu.Unlock()
-	if err != nil {
-		pool.Put(buf)
-		return true, err
-	}
-	return true, s.sendErr(rpc.SendPooledOn(s.stream, &rpc.PooledMessage{Data: buf, Pool: pool}))
+	data, err = grpctool.MarshalFrame(m)
+	return data, nil, err
 }
 
 func (s *Stream) RecvMsg(m any) error {
