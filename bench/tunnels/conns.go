@@ -1,6 +1,7 @@
 package tunnels
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -53,32 +54,52 @@ func (s *connSet) close() {
 	s.conns = nil
 }
 
-// routeConns is what a tunnel whose callers dial each agent's own listener keeps (direct, grpc-proxy):
-// the listeners' routes in agent order, and the callers' connections to them.
-type routeConns struct {
-	mu     sync.Mutex
-	routes []topology.Route
-	conns  connSet
+// loopbackServers is what a tunnel whose every agent is a gRPC server of its own on loopback keeps
+// (direct, grpc-proxy): the servers, their routes in agent order, and the callers' connections to them.
+type loopbackServers struct {
+	mu      sync.Mutex
+	servers []*grpc.Server
+	routes  []topology.Route
+	wg      sync.WaitGroup
+	conns   connSet
 }
 
-// add records the route of the next agent.
-func (r *routeConns) add(route topology.Route) {
-	r.mu.Lock()
-	r.routes = append(r.routes, route)
-	r.mu.Unlock()
+// serve serves s on a new loopback listener, as the next agent's server; s is stopped if it cannot be.
+func (l *loopbackServers) serve(s *grpc.Server) error {
+	lis, route, err := topology.TCP.Listen(topology.Hop{Kind: topology.CallerDirect})
+	if err != nil {
+		s.Stop()
+		return err
+	}
+	l.mu.Lock()
+	l.servers, l.routes = append(l.servers, s), append(l.routes, route)
+	l.mu.Unlock()
+	l.wg.Go(func() { _ = s.Serve(lis) })
+	return nil
 }
 
-// conn returns agent id's connection, made with dial from its route the first time.
-func (r *routeConns) conn(id int64, dial func(topology.Route) (*grpc.ClientConn, error)) (grpc.ClientConnInterface, error) {
-	r.mu.Lock()
-	connected := int64(len(r.routes)) >= id
+// conn returns agent id's connection, made with dial from its server's route the first time.
+func (l *loopbackServers) conn(id int64, dial func(topology.Route) (*grpc.ClientConn, error)) (grpc.ClientConnInterface, error) {
+	l.mu.Lock()
+	connected := int64(len(l.routes)) >= id
 	var route topology.Route
 	if connected {
-		route = r.routes[id-1]
+		route = l.routes[id-1]
 	}
-	r.mu.Unlock()
+	l.mu.Unlock()
 	if !connected {
 		return nil, fmt.Errorf("agent %d is not connected", id)
 	}
-	return r.conns.get(id, func() (*grpc.ClientConn, error) { return dial(route) })
+	return l.conns.get(id, func() (*grpc.ClientConn, error) { return dial(route) })
+}
+
+// close closes the callers' connections, then stops the servers, gracefully within ctx.
+func (l *loopbackServers) close(ctx context.Context) {
+	l.conns.close()
+	l.mu.Lock()
+	servers := l.servers
+	l.servers = nil
+	l.mu.Unlock()
+	stopAll(ctx, servers)
+	l.wg.Wait()
 }

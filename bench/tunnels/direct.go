@@ -19,10 +19,7 @@ func init() {
 
 type direct struct {
 	cfg     Config
-	mu      sync.Mutex
-	servers []*grpc.Server
-	wg      sync.WaitGroup
-	agents  routeConns
+	servers loopbackServers
 }
 
 func startDirect(_ context.Context, cfg Config) (Tunnel, error) { return &direct{cfg: cfg}, nil }
@@ -32,17 +29,11 @@ func (d *direct) ConnectAgents(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		l, route, err := topology.TCP.Listen(topology.Hop{Kind: topology.CallerDirect})
-		if err != nil {
-			return err
-		}
 		s := grpc.NewServer(grpc.MaxRecvMsgSize(d.cfg.MaxMessageSize), grpc.MaxSendMsgSize(d.cfg.MaxMessageSize))
 		d.cfg.RegisterServices(id+1, s)
-		d.mu.Lock()
-		d.servers = append(d.servers, s)
-		d.mu.Unlock()
-		d.agents.add(route)
-		d.wg.Go(func() { _ = s.Serve(l) })
+		if err := d.servers.serve(s); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -51,19 +42,13 @@ func (d *direct) Conn(id int64) (grpc.ClientConnInterface, error) {
 	if err := d.cfg.CheckAgent(id); err != nil {
 		return nil, err
 	}
-	return d.agents.conn(id, func(route topology.Route) (*grpc.ClientConn, error) {
+	return d.servers.conn(id, func(route topology.Route) (*grpc.ClientConn, error) {
 		return topology.Dial(d.cfg.agentRoute(id, route), topology.MaxMessageSize(d.cfg.MaxMessageSize))
 	})
 }
 
 func (d *direct) Close(ctx context.Context) error {
-	d.agents.conns.close()
-	d.mu.Lock()
-	servers := d.servers
-	d.servers = nil
-	d.mu.Unlock()
-	stopAll(ctx, servers)
-	d.wg.Wait()
+	d.servers.close(ctx)
 	return nil
 }
 

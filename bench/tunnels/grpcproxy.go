@@ -2,7 +2,6 @@ package tunnels
 
 import (
 	"context"
-	"sync"
 
 	"google.golang.org/grpc"
 
@@ -24,10 +23,7 @@ func init() {
 type grpcProxy struct {
 	cfg      Config
 	backends Tunnel // direct: agent id's server, reached through cfg.AgentDial like direct's
-	mu       sync.Mutex
-	servers  []*grpc.Server
-	wg       sync.WaitGroup
-	proxies  routeConns
+	proxies  loopbackServers
 }
 
 func startGRPCProxy(ctx context.Context, cfg Config) (Tunnel, error) {
@@ -55,18 +51,12 @@ func (p *grpcProxy) ConnectAgents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		l, route, err := topology.TCP.Listen(topology.Hop{Kind: topology.CallerDirect})
-		if err != nil {
-			return err
-		}
 		s := grpc.NewServer(append(grpcproxy.ServerOptions(), grpc.MaxRecvMsgSize(p.cfg.MaxMessageSize), grpc.MaxSendMsgSize(p.cfg.MaxMessageSize))...)
 		// The proxy serves the methods agent id's server serves, each forwarded to it.
 		p.cfg.RegisterServices(id, registrarFunc(func(sd *grpc.ServiceDesc, _ any) { grpcproxy.Register(s, sd, backend) }))
-		p.mu.Lock()
-		p.servers = append(p.servers, s)
-		p.mu.Unlock()
-		p.proxies.add(route)
-		p.wg.Go(func() { _ = s.Serve(l) })
+		if err := p.proxies.serve(s); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -81,12 +71,6 @@ func (p *grpcProxy) Conn(id int64) (grpc.ClientConnInterface, error) {
 }
 
 func (p *grpcProxy) Close(ctx context.Context) error {
-	p.proxies.conns.close()
-	p.mu.Lock()
-	servers := p.servers
-	p.servers = nil
-	p.mu.Unlock()
-	stopAll(ctx, servers)
-	p.wg.Wait()
+	p.proxies.close(ctx)
 	return p.backends.Close(ctx)
 }
