@@ -32,9 +32,10 @@ func PathsHelp() string {
 func TunnelsHelp() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "tunnels to measure side by side, each on every case against the same direct baseline: %s\n"+
-		"(this project's modes and every peer), or names separated by commas (default: %s).\n"+
-		"This project's tunnel runs on --paths; the others with the caller in their server's process, as on\n"+
-		"the tunnel path; direct is the baseline, which every run measures. The tunnels:", tunnels.AllList, strings.Join(tunnels.Default(), ","))
+		"(this project's modes, every peer and the references), or names separated by commas (default: %s).\n"+
+		"This project's tunnel runs on --paths; the peers with the caller in their server's process, as on\n"+
+		"the tunnel path; a reference (no tunnel) with its caller over loopback TCP, as on tunnel-public;\n"+
+		"direct is the baseline, which every run measures. The tunnels:", tunnels.AllList, strings.Join(tunnels.Default(), ","))
 	for _, r := range tunnels.Registered() {
 		fmt.Fprintf(&b, "\n  %-22s %s", r.Name, r.About)
 	}
