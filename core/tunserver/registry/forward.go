@@ -251,8 +251,8 @@ func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) err
 	defer stop()
 	target := t.target(pump.RequestInfo(), infoSize, request.WholeRequest(ctx))
 	attach := pump.Attach
-	if target.messages > 0 {
-		attach = func(tt request.Target) error { return pump.AttachWhole(tt, target.messages) }
+	if n := target.messages; n > 0 {
+		attach = func(tt request.Target) error { return pump.AttachWhole(tt, n) }
 	}
 	if err := attach(target); err != nil {
 		if errors.Is(err, request.ErrCallOver) {

@@ -51,7 +51,7 @@ type Pump struct {
 	ended bool
 	// attached is signalled on every attach, for a pump that waits with a full log.
 	attached chan struct{}
-	// reading: the caller's frames have a reader (started at the first attach, see AttachOneRequest).
+	// reading: the caller's frames have a reader (started at the first attach, see AttachWhole).
 	reading bool
 
 	// logMu guards the replay log. It is never held while sending, so that Accept can drop the log at
@@ -63,7 +63,7 @@ type Pump struct {
 }
 
 // Start makes the pump of a call whose frames come from src. It reads nothing until its first attach
-// (see Attach and AttachOneRequest); it ends when the caller half-closes or the call ends (the handler
+// (see Attach and AttachWhole); it ends when the caller half-closes or the call ends (the handler
 // returns and RecvMsg fails).
 func Start(src grpc.ServerStream, info *rpc.RequestInfo, limit int) *Pump {
 	return &Pump{
@@ -120,16 +120,12 @@ func (p *Pump) attach(target Target, provisional, inline bool) (claimed bool, er
 	return false, nil
 }
 
-// AttachOneRequest is Attach for a call whose caller sends one request message (a unary or
-// server-streaming method): at the first attach it reads that message and the half-close itself, on the
+// AttachWhole is Attach for a call whose caller sends messages request messages and half-closes without
+// waiting for anything: a unary or server-streaming method (one message), or a caller inside kas that
+// said so (WithWholeRequest). At the first attach it reads them and the half-close itself, on the
 // calling goroutine, so that no goroutine hand-off sits between the caller's request and the tunnel.
-// Anything more (a caller that does not keep to the method's shape) goes through a reader of its own,
-// as with Attach.
-func (p *Pump) AttachOneRequest(target Target) error { return p.AttachWhole(target, 1) }
-
-// AttachWhole is AttachOneRequest for a caller that sends messages request messages and half-closes
-// without waiting for anything (see WithWholeRequest): at the first attach it reads them and the
-// half-close on the calling goroutine.
+// Anything more (a caller that does not keep to what was said) goes through a reader of its own, as with
+// Attach.
 func (p *Pump) AttachWhole(target Target, messages int) error {
 	claimed, err := p.attach(target, false, true)
 	if err != nil || !claimed {

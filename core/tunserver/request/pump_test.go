@@ -229,8 +229,8 @@ func TestPumpEndsWithCallContext(t *testing.T) {
 }
 
 // A one-request call's message and half-close are read on the attaching goroutine: when
-// AttachOneRequest returns, the target has the whole request and no reader goroutine is left.
-func TestAttachOneRequestReadsTheRequestInline(t *testing.T) {
+// AttachWhole returns, the target has the whole request and no reader goroutine is left.
+func TestAttachWholeReadsTheRequestInline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, src := startPump(t, DefaultReplayLimit)
 		go func() {
@@ -238,11 +238,11 @@ func TestAttachOneRequestReadsTheRequestInline(t *testing.T) {
 			src.halfClose(t)
 		}()
 		target := &recordingTarget{}
-		if err := p.AttachOneRequest(target); err != nil {
+		if err := p.AttachWhole(target, 1); err != nil {
 			t.Fatal(err)
 		}
 		if got := target.got(); got != "BEGIN a END" {
-			t.Fatalf("when AttachOneRequest returned the target had %q, want the whole request", got)
+			t.Fatalf("when AttachWhole returned the target had %q, want the whole request", got)
 		}
 		synctest.Wait()
 		if n := src.recvs.Load(); n != 2 {
@@ -253,7 +253,7 @@ func TestAttachOneRequestReadsTheRequestInline(t *testing.T) {
 
 // A caller that sends more than the one request its method takes still gets every frame through, in
 // order: the rest goes through a reader of its own.
-func TestAttachOneRequestHandsTheRestToAReader(t *testing.T) {
+func TestAttachWholeHandsTheRestToAReader(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, src := startPump(t, DefaultReplayLimit)
 		go func() {
@@ -263,7 +263,7 @@ func TestAttachOneRequestHandsTheRestToAReader(t *testing.T) {
 			src.halfClose(t)
 		}()
 		target := &recordingTarget{}
-		if err := p.AttachOneRequest(target); err != nil {
+		if err := p.AttachWhole(target, 1); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
