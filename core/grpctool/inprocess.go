@@ -173,13 +173,21 @@ func (p *pipe) finish(err error) {
 	close(p.doneCh)
 }
 
-// move hands src to dst: by pointer between RawFrames, through one encoding otherwise.
+// move hands src to dst: by pointer between RawFrames, through one encoding otherwise. A pooled frame's
+// buffer goes back once decoded (protobuf copies what it keeps); one that moves on as a RawFrame is left
+// to the garbage collector, as its receiver may keep the data.
 func move(dst, src any) error {
 	if s, ok := src.(*RawFrame); ok {
 		if d, ok := dst.(*RawFrame); ok {
-			d.Data = s.Data
+			d.Data, d.Pooled = s.Data, nil
 			return nil
 		}
+		err := UnmarshalFrame(s.Data, dst)
+		s.Release()
+		if err != nil {
+			return status.Errorf(codes.Internal, "in-process stream: unmarshal into %T: %v", dst, err)
+		}
+		return nil
 	}
 	data, err := MarshalFrame(src)
 	if err != nil {

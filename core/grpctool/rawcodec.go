@@ -14,6 +14,38 @@ import (
 // payloads are never decoded.
 type RawFrame struct {
 	Data []byte
+	// Pooled, when set, is the buffer of PayloadPool that Data is (a large payload received on a
+	// tunnel), and whoever holds the frame owns it: RawCodec's Marshal hands it to gRPC, which puts it
+	// back once written; Release puts it back. Either way Data must not be read afterwards. A frame
+	// dropped with Pooled set is left to the garbage collector.
+	Pooled *[]byte
+}
+
+// PayloadPool holds the buffers of large call payloads, received on a tunnel or encoded by an agent:
+// gRPC's own pool, where gRPC puts back what it was handed once written.
+var PayloadPool = mem.DefaultBufferPool()
+
+// PooledMin is the smallest payload worth a buffer of PayloadPool: below it a new slice costs less.
+const PooledMin = 16 << 10
+
+// Release puts f's pooled buffer back, if it has one, once its data was decoded or copied: Data is
+// unset, as it must not be read any more.
+func (f *RawFrame) Release() {
+	if f.Pooled != nil {
+		PayloadPool.Put(f.Pooled)
+		f.Pooled, f.Data = nil, nil
+	}
+}
+
+// pooledBuffer is f's pooled buffer as a gRPC buffer that puts it back once freed, when Data is still
+// that buffer; f gives it up.
+func (f *RawFrame) pooledBuffer() (mem.Buffer, bool) {
+	p := f.Pooled
+	if p == nil || len(*p) != len(f.Data) || len(f.Data) == 0 || &(*p)[0] != &f.Data[0] {
+		return nil, false
+	}
+	f.Pooled = nil
+	return mem.NewBuffer(p, PayloadPool), true
 }
 
 // RawCodec passes RawFrame through untouched and falls back to protobuf for every other type, so one
@@ -33,6 +65,12 @@ type BufferMarshaler interface {
 	MarshalBuffers() (bs mem.BufferSlice, ok bool)
 }
 
+// BufferUnmarshaler is a message that decodes itself from gRPC's received buffers, which gRPC frees once
+// Unmarshal returns (for example into a buffer of PayloadPool that it then owns).
+type BufferUnmarshaler interface {
+	UnmarshalBuffers(data mem.BufferSlice) error
+}
+
 // OwnedUnmarshaler is a message that can decode some of its values by keeping slices of the received
 // bytes instead of copying out of them. ok false means: use protobuf. An error refuses b outright (for
 // example what protobuf would decode, but into far more memory than b takes).
@@ -44,6 +82,9 @@ type OwnedUnmarshaler interface {
 func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *RawFrame:
+		if b, ok := m.pooledBuffer(); ok {
+			return mem.BufferSlice{b}, nil
+		}
 		return mem.BufferSlice{mem.SliceBuffer(m.Data)}, nil
 	case BufferMarshaler:
 		if bs, ok := m.MarshalBuffers(); ok {
@@ -54,12 +95,14 @@ func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 // Unmarshal copies the received bytes into a RawFrame: gRPC frees data once Unmarshal returns. An
-// OwnedUnmarshaler gets the one copy to keep slices of.
+// OwnedUnmarshaler gets the one copy to keep slices of; a BufferUnmarshaler the buffers themselves.
 func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *RawFrame:
-		m.Data = data.Materialize()
+		m.Data, m.Pooled = data.Materialize(), nil
 		return nil
+	case BufferUnmarshaler:
+		return m.UnmarshalBuffers(data)
 	case OwnedUnmarshaler:
 		b := data.Materialize()
 		if ok, err := m.UnmarshalOwned(b); ok || err != nil {
@@ -100,9 +143,12 @@ func MarshalFrame(v any) ([]byte, error) {
 // UnmarshalFrame decodes one gRPC message into v: a RawFrame takes data itself (the caller must not reuse
 // it), anything else is decoded as protobuf.
 func UnmarshalFrame(data []byte, v any) error {
-	if f, ok := v.(*RawFrame); ok {
-		f.Data = data
+	switch m := v.(type) {
+	case *RawFrame:
+		m.Data, m.Pooled = data, nil
 		return nil
+	case BufferUnmarshaler:
+		return m.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(data)})
 	}
 	return unmarshalProto(data, v)
 }

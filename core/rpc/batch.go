@@ -17,7 +17,13 @@ type BatchedConnectServer struct {
 
 // Recv returns the next message, from the last batch or from the stream.
 func (s *BatchedConnectServer) Recv() (*ConnectRequest, error) {
-	return s.in.next(s.ReverseTunnel_ConnectServer.Recv, func(m *ConnectRequest) ([]*ConnectRequest, bool) {
+	m, _, err := s.RecvPooled()
+	return m, err
+}
+
+// RecvPooled is Recv with a large lone payload pooled (see PooledRequestReceiver).
+func (s *BatchedConnectServer) RecvPooled() (*ConnectRequest, *[]byte, error) {
+	return s.in.next(func() (*ConnectRequest, *[]byte, error) { return recvPooledRequest(s.ReverseTunnel_ConnectServer) }, func(m *ConnectRequest) ([]*ConnectRequest, bool) {
 		if b, ok := m.GetMsg().(*ConnectRequest_Batch); ok {
 			return b.Batch.GetMsgs(), true
 		}
@@ -34,7 +40,13 @@ type BatchedConnectClient struct {
 
 // Recv returns the next message, from the last batch or from the stream.
 func (c *BatchedConnectClient) Recv() (*ConnectResponse, error) {
-	return c.in.next(c.ReverseTunnel_ConnectClient.Recv, func(m *ConnectResponse) ([]*ConnectResponse, bool) {
+	m, _, err := c.RecvPooled()
+	return m, err
+}
+
+// RecvPooled is Recv with a large lone payload pooled (see PooledResponseReceiver).
+func (c *BatchedConnectClient) RecvPooled() (*ConnectResponse, *[]byte, error) {
+	return c.in.next(func() (*ConnectResponse, *[]byte, error) { return recvPooledResponse(c.ReverseTunnel_ConnectClient) }, func(m *ConnectResponse) ([]*ConnectResponse, bool) {
 		if b, ok := m.GetMsg().(*ConnectResponse_Batch); ok {
 			return b.Batch.GetMsgs(), true
 		}
@@ -48,16 +60,16 @@ type unbatcher[M any] struct {
 }
 
 // next returns the next pending message, or reads one with recv: a batch (batched reports it) becomes
-// the pending messages, an empty one is nothing.
-func (u *unbatcher[M]) next(recv func() (M, error), batched func(M) ([]M, bool)) (M, error) {
+// the pending messages, an empty one is nothing. Only a message that came alone can be pooled.
+func (u *unbatcher[M]) next(recv func() (M, *[]byte, error), batched func(M) ([]M, bool)) (M, *[]byte, error) {
 	for len(u.pending) == 0 {
-		m, err := recv()
+		m, pooled, err := recv()
 		if err != nil {
-			return m, err
+			return m, nil, err
 		}
 		msgs, ok := batched(m)
 		if !ok {
-			return m, nil
+			return m, pooled, nil
 		}
 		u.pending = msgs
 	}
@@ -65,7 +77,7 @@ func (u *unbatcher[M]) next(recv func() (M, error), batched func(M) ([]M, bool))
 	var zero M
 	u.pending[0] = zero
 	u.pending = u.pending[1:]
-	return m, nil
+	return m, nil, nil
 }
 
 // BatchMaxBytes bounds what a sender puts in one batch: a message larger than that goes alone, so that

@@ -23,16 +23,23 @@ type EndingConnectClient struct {
 
 // Recv returns the next message, or the end kas asked for.
 func (c *EndingConnectClient) Recv() (*ConnectResponse, error) {
+	m, _, err := c.RecvPooled()
+	return m, err
+}
+
+// RecvPooled is Recv with a large lone payload pooled when the stream it wraps can (see
+// PooledResponseReceiver).
+func (c *EndingConnectClient) RecvPooled() (*ConnectResponse, *[]byte, error) {
 	if c.ended {
-		return nil, c.err
+		return nil, nil, c.err
 	}
-	m, err := c.ReverseTunnel_ConnectClient.Recv()
+	m, pooled, err := RecvResponsePooled(c.ReverseTunnel_ConnectClient)
 	if err != nil {
-		return m, err
+		return m, nil, err
 	}
 	end, ok := m.GetMsg().(*ConnectResponse_EndTunnel)
 	if !ok {
-		return m, nil
+		return m, pooled, nil
 	}
 	c.ended = true
 	c.reason = end.EndTunnel.GetReason()
@@ -41,7 +48,7 @@ func (c *EndingConnectClient) Recv() (*ConnectResponse, error) {
 		c.err = status.FromProto(st).Err()
 	}
 	c.Cancel()
-	return nil, c.err
+	return nil, nil, c.err
 }
 
 // Trailer is kas's trailer, or for a tunnel ended by EndTunnel the one kas would have sent with it.

@@ -46,11 +46,12 @@ func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.Re
 	go func() {
 		defer cancelCall()
 		sendOK := true
-		ended, _ := tc.kasSide(func(m *rpc.ConnectResponse) {
+		ended, _ := tc.kasSide(func(m *rpc.ConnectResponse, pooled *[]byte) {
 			switch x := m.GetMsg().(type) {
 			case *rpc.ConnectResponse_Message:
 				// After a failed send the service has finished; keep reading so kas is never blocked.
-				if sendOK && cs.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData()}) != nil {
+				// gRPC puts a pooled buffer back once written.
+				if sendOK && cs.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData(), Pooled: pooled}) != nil {
 					sendOK = false
 				}
 			case *rpc.ConnectResponse_CloseSend:

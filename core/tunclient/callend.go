@@ -52,12 +52,12 @@ func (c tunnelCall) table() *rpc.Table {
 
 // kasSide reads kas's side of the call until its end: call_end on a reusable tunnel (ended reports it,
 // with kas's reason when it ended the call early), the end of the stream otherwise. onMsg gets every
-// request frame and close_send.
-func (c tunnelCall) kasSide(onMsg func(*rpc.ConnectResponse), warn func(err error)) (ended bool, why error) {
+// request frame and close_send, and owns a frame's pooled buffer (see rpc.PooledResponseReceiver).
+func (c tunnelCall) kasSide(onMsg func(m *rpc.ConnectResponse, pooled *[]byte), warn func(err error)) (ended bool, why error) {
 	checker := rpc.NewChecker(c.table())
 	_ = checker.Next(rpc.StateRequestInfo)
 	for {
-		m, err := c.stream.Recv()
+		m, pooled, err := rpc.RecvResponsePooled(c.stream)
 		if err != nil {
 			return false, nil
 		}
@@ -72,7 +72,7 @@ func (c tunnelCall) kasSide(onMsg func(*rpc.ConnectResponse), warn func(err erro
 			}
 			return true, why
 		}
-		onMsg(m)
+		onMsg(m, pooled)
 	}
 }
 
@@ -81,6 +81,6 @@ func (c tunnelCall) kasSide(onMsg func(*rpc.ConnectResponse), warn func(err erro
 func (c tunnelCall) drainUntilEnd() bool {
 	timer := time.AfterFunc(c.drain, c.cancelStream)
 	defer timer.Stop()
-	ended, _ := c.kasSide(func(*rpc.ConnectResponse) {}, func(error) {})
+	ended, _ := c.kasSide(func(*rpc.ConnectResponse, *[]byte) {}, func(error) {})
 	return c.reuse && ended
 }

@@ -210,14 +210,14 @@ func (s *fakeKasStream) SendMsg(m any) error {
 // RecvMsg returns what the test delivers, then the end it chose; a status when the agent cancels the
 // stream.
 func (s *fakeKasStream) RecvMsg(m any) error {
-	resp, ok := m.(*rpc.ConnectResponse)
-	if !ok {
-		return status.Errorf(codes.Internal, "fake kas: cannot receive into %T", m)
-	}
 	select {
 	case msg := <-s.in:
-		proto.Merge(resp, msg)
-		return nil
+		// As the raw codec decodes what kas sent: the agent may receive into a message of its own.
+		b, err := proto.Marshal(msg)
+		if err != nil {
+			return status.Errorf(codes.Internal, "fake kas: cannot encode %v: %v", msg, err)
+		}
+		return grpctool.UnmarshalFrame(b, m)
 	case <-s.ended:
 		return s.endErr // written before ended was closed
 	case <-s.ctx.Done():

@@ -49,12 +49,12 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 
 	// kas -> service, on this goroutine, until kas's end of the call: after the answer, or early when the
 	// caller cancelled, in which case the handler's context is cancelled too.
-	ended, why := tc.kasSide(func(m *rpc.ConnectResponse) {
+	ended, why := tc.kasSide(func(m *rpc.ConnectResponse, pooled *[]byte) {
 		switch x := m.GetMsg().(type) {
 		case *rpc.ConnectResponse_Message:
 			// After the handler returned nobody reads: the queue drops the rest, and reading goes on so
 			// that kas is never blocked.
-			ss.Deliver(x.Message.GetData(), handlerDone)
+			ss.Deliver(x.Message.GetData(), pooled, handlerDone)
 		case *rpc.ConnectResponse_CloseSend:
 			ss.CloseRequest()
 		}

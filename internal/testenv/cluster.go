@@ -92,9 +92,16 @@ func (c *Cluster) StopKas(i int) {
 
 // StartAgent starts agent id connected to kas i only, and waits for its idle tunnels there.
 func (c *Cluster) StartAgent(id int64, i int) *AgentEnv {
+	c.t.Helper()
+	return c.StartAgentServing(id, i, func(*tunclient.Agent) {})
+}
+
+// StartAgentServing is StartAgent with register registering extra services on the agent before it
+// starts.
+func (c *Cluster) StartAgentServing(id int64, i int, register func(*tunclient.Agent)) *AgentEnv {
 	t := c.t
 	t.Helper()
-	ae := startAgent(t, c.kas[i], id, c.opts.AgentDial, func(*tunclient.Config) {}, func(*tunclient.Agent) {})
+	ae := startAgent(t, c.kas[i], id, c.opts.AgentDial, func(*tunclient.Config) {}, register)
 	Eventually(t, 10*time.Second, func() bool { return c.Kas[i].Registry().Stats().IdleTunnels >= int64(tunclient.DefaultMinIdle) },
 		"agent %d never got idle tunnels on kas %d", id, i)
 	return ae

@@ -22,7 +22,7 @@ type requestQueue struct {
 	limit int
 
 	mu     sync.Mutex
-	items  [][]byte
+	items  []grpctool.RawFrame
 	bytes  int
 	closed bool          // close_send arrived: after the items, io.EOF
 	ready  chan struct{} // one token: items were added or the queue closed
@@ -45,15 +45,15 @@ func signal(c chan struct{}) {
 	}
 }
 
-// push adds data, waiting while the queue is full; once done is closed (the handler returned) it drops
-// data instead.
-func (q *requestQueue) push(data []byte, done <-chan struct{}) {
+// push adds f, waiting while the queue is full; once done is closed (the handler returned) it drops f
+// instead.
+func (q *requestQueue) push(f grpctool.RawFrame, done <-chan struct{}) {
 	for {
 		q.mu.Lock()
 		// One message always fits, however large: the bound is on what waits behind it.
-		if q.bytes == 0 || q.bytes+queueCost(data) <= q.limit {
-			q.items = append(q.items, data)
-			q.bytes += queueCost(data)
+		if q.bytes == 0 || q.bytes+queueCost(f.Data) <= q.limit {
+			q.items = append(q.items, f)
+			q.bytes += queueCost(f.Data)
 			q.mu.Unlock()
 			signal(q.ready)
 			return
@@ -76,27 +76,27 @@ func (q *requestQueue) close() {
 }
 
 // pop takes the next message: io.EOF after the last one, a status when ctx ends first.
-func (q *requestQueue) pop(ctx context.Context) ([]byte, error) {
+func (q *requestQueue) pop(ctx context.Context) (grpctool.RawFrame, error) {
 	for {
 		q.mu.Lock()
 		if len(q.items) > 0 {
-			data := q.items[0]
-			q.items[0] = nil
+			f := q.items[0]
+			q.items[0] = grpctool.RawFrame{}
 			q.items = q.items[1:]
-			q.bytes -= queueCost(data)
+			q.bytes -= queueCost(f.Data)
 			q.mu.Unlock()
 			signal(q.space)
-			return data, nil
+			return f, nil
 		}
 		closed := q.closed
 		q.mu.Unlock()
 		if closed {
-			return nil, io.EOF
+			return grpctool.RawFrame{}, io.EOF
 		}
 		select {
 		case <-q.ready:
 		case <-ctx.Done():
-			return nil, status.FromContextError(ctx.Err()).Err()
+			return grpctool.RawFrame{}, status.FromContextError(ctx.Err()).Err()
 		}
 	}
 }

@@ -8,17 +8,19 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 func TestRequestQueueBoundsWhatWaits(t *testing.T) {
 	q := newRequestQueue(3 * queueCost(make([]byte, 10)))
 	never := make(chan struct{})
 	for range 3 {
-		q.push(make([]byte, 10), never)
+		q.push(frame(make([]byte, 10)), never)
 	}
 	pushed := make(chan struct{})
 	go func() {
-		q.push(make([]byte, 10), never) // the fourth waits for room
+		q.push(frame(make([]byte, 10)), never) // the fourth waits for room
 		close(pushed)
 	}()
 	select {
@@ -49,13 +51,13 @@ func TestRequestQueueBoundsWhatWaits(t *testing.T) {
 func TestRequestQueueTakesOneLargeMessageAndDropsAfterDone(t *testing.T) {
 	q := newRequestQueue(16)
 	never := make(chan struct{})
-	q.push(make([]byte, 1<<20), never) // larger than the bound, but nothing waits before it
+	q.push(frame(make([]byte, 1<<20)), never) // larger than the bound, but nothing waits before it
 	done := make(chan struct{})
 	close(done)
-	q.push([]byte("late"), done) // full, and the handler returned: dropped, not waited for
-	data, err := q.pop(context.Background())
-	if err != nil || len(data) != 1<<20 {
-		t.Fatalf("pop: %d bytes, %v", len(data), err)
+	q.push(frame([]byte("late")), done) // full, and the handler returned: dropped, not waited for
+	f, err := q.pop(context.Background())
+	if err != nil || len(f.Data) != 1<<20 {
+		t.Fatalf("pop: %v, %v", f, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -69,9 +71,11 @@ func TestRequestQueueCountsEmptyMessages(t *testing.T) {
 	done := make(chan struct{})
 	close(done)
 	for range 100 {
-		q.push(nil, done)
+		q.push(frame(nil), done)
 	}
 	if len(q.items) != 2 {
 		t.Fatalf("%d empty messages queued, want 2: empty messages must count", len(q.items))
 	}
 }
+
+func frame(data []byte) grpctool.RawFrame { return grpctool.RawFrame{Data: data} }

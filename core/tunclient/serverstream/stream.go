@@ -6,7 +6,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -66,8 +65,10 @@ func New(ctx context.Context, cancel context.CancelFunc, tunnel Sender, method s
 
 // Deliver hands a request message to the handler, waiting while Window bytes wait for it already;
 // once handlerDone is closed it drops data instead, so that the tunnel is read to the end of the call.
-func (s *Stream) Deliver(data []byte, handlerDone <-chan struct{}) {
-	s.recv.push(data, handlerDone)
+// pooled, when set, is the buffer of grpctool.PayloadPool that data is: it goes back once the handler
+// decoded the message (a handler that takes it raw keeps it, and leaves it to the garbage collector).
+func (s *Stream) Deliver(data []byte, pooled *[]byte, handlerDone <-chan struct{}) {
+	s.recv.push(grpctool.RawFrame{Data: data, Pooled: pooled}, handlerDone)
 }
 
 // CloseRequest marks the end of the request (kas's close_send): RecvMsg returns io.EOF after the last
@@ -151,48 +152,53 @@ func (s *Stream) SendMsg(m any) error {
 	switch {
 	case err != nil:
 		if pooled != nil {
-			messagePool.Put(pooled)
+			grpctool.PayloadPool.Put(pooled)
 		}
 		return err
 	case pooled != nil:
-		return s.sendErr(rpc.SendPooledOn(s.stream, &rpc.PooledMessage{Data: pooled, Pool: messagePool}))
+		return s.sendErr(rpc.SendPooledOn(s.stream, &rpc.PooledMessage{Data: pooled, Pool: grpctool.PayloadPool}))
 	}
 	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: data}}}))
 }
 
-// messagePool holds the buffers of large messages: gRPC's own pool.
-var messagePool = mem.DefaultBufferPool()
-
 // encode encodes m as one message. A protobuf message too large for a batch (and no larger than
-// maxMsg) goes into a buffer of messagePool, returned as pooled too: sent as an rpc.PooledMessage, gRPC
+// maxMsg) goes into a buffer of grpctool.PayloadPool, returned as pooled too: sent as an rpc.PooledMessage, gRPC
 // puts it back once written, as gRPC's own codec does, so that a large answer costs no new memory per
 // call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
 func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
 	if pm, ok := m.(proto.Message); ok {
 		if size := proto.Size(pm); size >= pooledMin && size <= maxMsg {
-			buf := messagePool.Get(size)
+			buf := grpctool.PayloadPool.Get(size)
 			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], pm)
 			if err == nil && len(b) == size && &b[0] == &(*buf)[0] {
 				*buf = b
 				return b, buf, nil
 			}
 			// Refused, or the message changed while it was encoded: encode it as any other.
-			messagePool.Put(buf)
+			grpctool.PayloadPool.Put(buf)
 		}
 	}
 	data, err = grpctool.MarshalFrame(m)
 	return data, nil, err
 }
 
+// RecvMsg decodes the next request message into m. A pooled message goes back to its pool once decoded
+// (protobuf copies what it keeps); one taken raw is the handler's to keep.
 func (s *Stream) RecvMsg(m any) error {
-	data, err := s.recv.pop(s.ctx)
+	f, err := s.recv.pop(s.ctx)
 	if err != nil {
 		return err
 	}
-	if len(data) > s.maxMsg {
-		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(data), s.maxMsg)
+	defer f.Release()
+	if len(f.Data) > s.maxMsg {
+		return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", len(f.Data), s.maxMsg)
 	}
-	if err := grpctool.UnmarshalFrame(data, m); err != nil {
+	if raw, ok := m.(*grpctool.RawFrame); ok {
+		raw.Data, raw.Pooled = f.Data, nil
+		f.Pooled = nil // the handler keeps the data
+		return nil
+	}
+	if err := grpctool.UnmarshalFrame(f.Data, m); err != nil {
 		return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -166,7 +167,7 @@ func TestMessagesOverTheLimitAreRefusedBothWays(t *testing.T) {
 		t.Fatalf("sent %v for a refused message", tun.kinds())
 	}
 	never := make(chan struct{})
-	s.Deliver(make([]byte, 5), never)
+	s.Deliver(make([]byte, 5), nil, never)
 	var f grpctool.RawFrame
 	if err := s.RecvMsg(&f); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("receive over the limit: %v, want ResourceExhausted", err)
@@ -179,7 +180,7 @@ func TestMessagesOverTheLimitAreRefusedBothWays(t *testing.T) {
 func TestRequestThenEOF(t *testing.T) {
 	s := newStream(t, &recorder{}, nil, 1<<20)
 	never := make(chan struct{})
-	s.Deliver([]byte("one"), never)
+	s.Deliver([]byte("one"), nil, never)
 	s.CloseRequest()
 	var f grpctool.RawFrame
 	if err := s.RecvMsg(&f); err != nil || string(f.Data) != "one" {
@@ -260,5 +261,51 @@ func TestLargeMessagesGoPooled(t *testing.T) {
 	}
 	if err := proto.Unmarshal(plain.sent[1].GetMessage().GetData(), &got); err != nil || !bytes.Equal(got.GetData(), big.GetData()) {
 		t.Fatalf("without pooled sends: the message holds %d bytes (%v)", len(got.GetData()), err)
+	}
+}
+
+// puttingPool is grpctool.PayloadPool's pool, recording what is put back.
+type puttingPool struct {
+	mem.BufferPool
+	put []*[]byte
+}
+
+func (p *puttingPool) Put(b *[]byte) { p.put = append(p.put, b) }
+
+// A pooled request message goes back to its pool once the handler decoded it; one the handler takes
+// raw stays with the handler.
+func TestPooledRequestsGoBackOnceDecoded(t *testing.T) {
+	p := &puttingPool{BufferPool: mem.DefaultBufferPool()}
+	old := grpctool.PayloadPool
+	grpctool.PayloadPool = p
+	t.Cleanup(func() { grpctool.PayloadPool = old })
+
+	want := &rpc.Message{Data: bytes.Repeat([]byte("r"), grpctool.PooledMin)}
+	b, err := proto.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(s *Stream) *[]byte {
+		buf := p.Get(len(b))
+		copy(*buf, b)
+		s.Deliver(*buf, buf, make(chan struct{}))
+		return buf
+	}
+	s := newStream(t, &recorder{}, nil, 1<<20)
+	buf := deliver(s)
+	var got rpc.Message
+	if err := s.RecvMsg(&got); err != nil || !proto.Equal(&got, want) {
+		t.Fatalf("decoded: %v", err)
+	}
+	if len(p.put) != 1 || p.put[0] != buf {
+		t.Fatalf("%d buffers back after the decode, want the request's", len(p.put))
+	}
+	deliver(s)
+	var raw grpctool.RawFrame
+	if err := s.RecvMsg(&raw); err != nil || !bytes.Equal(raw.Data, b) || raw.Pooled != nil {
+		t.Fatalf("taken raw: %v", err)
+	}
+	if len(p.put) != 1 {
+		t.Fatal("a buffer went back while the handler holds its data")
 	}
 }

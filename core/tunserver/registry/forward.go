@@ -18,8 +18,10 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
 )
 
-// Sink takes the agent's answer to a call, one message at a time, for the caller.
-type Sink func(*rpc.ConnectRequest) error
+// Sink takes the agent's answer to a call, one message at a time, for the caller. pooled, when set, is
+// the buffer of grpctool.PayloadPool that m's payload is, and the sink owns it (see grpctool.RawFrame's
+// Pooled): nothing else reads that payload after the sink returned.
+type Sink func(m *rpc.ConnectRequest, pooled *[]byte) error
 
 // ErrRetryOtherTunnel: the tunnel could not take the call, and nothing the agent did with it can have had
 // an effect; the call may go to another tunnel.
@@ -53,8 +55,8 @@ func earlyErr(t *Tunnel) error {
 func (t *Tunnel) readLoop(r *Registry) {
 	var fwd *forwarding
 	for {
-		msg, err := t.stream.Recv()
-		res := recvResult{msg: msg, err: err}
+		msg, pooled, err := rpc.RecvRequestPooled(t.stream)
+		res := recvResult{msg: msg, pooled: pooled, err: err}
 		if fwd == nil {
 			if fwd = r.onReaderResult(t, res); fwd == nil {
 				return
@@ -169,7 +171,7 @@ func (f *forwarding) handle(res recvResult) (v verdict, over bool) {
 	if f.kasEnded {
 		return verdict{}, false // the rest of a call kas ended: dropped until the agent's call_end
 	}
-	if err := f.sink(res.msg); err != nil {
+	if err := f.sink(res.msg, res.pooled); err != nil {
 		f.kasEnded = f.reuse // nothing more goes to a caller that could not take this
 		return verdict{kind: verdictCallerGone, err: err}, !f.reuse
 	}

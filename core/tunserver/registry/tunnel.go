@@ -68,7 +68,10 @@ func transitionAllowed(from, to TunnelState) bool {
 // recvResult is one Recv on the tunnel stream.
 type recvResult struct {
 	msg *rpc.ConnectRequest
-	err error
+	// pooled is the buffer of msg's payload when it is pooled (see rpc.PooledRequestReceiver); only a
+	// sink hands it on, anything else leaves it to the garbage collector.
+	pooled *[]byte
+	err    error
 }
 
 // Tunnel is kas's end of one Connect stream from an agent.

@@ -15,13 +15,14 @@ type callerWriter struct {
 	final  error
 }
 
-// agentMessage writes one message of the agent's answer (the sink of a local tunnel).
-func (w *callerWriter) agentMessage(m *rpc.ConnectRequest) error {
+// agentMessage writes one message of the agent's answer (the sink of a local tunnel, see
+// registry.Sink).
+func (w *callerWriter) agentMessage(m *rpc.ConnectRequest, pooled *[]byte) error {
 	switch x := m.GetMsg().(type) {
 	case *rpc.ConnectRequest_Header:
 		return w.header(x.Header)
 	case *rpc.ConnectRequest_Message:
-		return w.message(x.Message)
+		return w.message(x.Message, pooled)
 	case *rpc.ConnectRequest_Trailer:
 		w.trailer(x.Trailer)
 	case *rpc.ConnectRequest_Error:
@@ -44,8 +45,10 @@ func (w *callerWriter) header(h *rpc.Header) error {
 	return nil
 }
 
-func (w *callerWriter) message(m *rpc.Message) error {
-	return w.caller.SendMsg(&grpctool.RawFrame{Data: m.GetData()})
+// message sends m, and its pooled buffer with it: gRPC puts that back once written (RawCodec), an
+// in-process caller once decoded.
+func (w *callerWriter) message(m *rpc.Message, pooled *[]byte) error {
+	return w.caller.SendMsg(&grpctool.RawFrame{Data: m.GetData(), Pooled: pooled})
 }
 
 func (w *callerWriter) trailer(t *rpc.Trailer) {

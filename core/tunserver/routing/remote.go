@@ -29,8 +29,7 @@ func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, p
 func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *request.Pump, checker rpc.Checker) error {
 	accepted := false
 	for {
-		var m rpc.GatewayResponse
-		err := gw.RecvMsg(&m)
+		m, pooled, err := rpc.RecvGatewayPooled(gw)
 		if err == io.EOF {
 			if err := checker.Next(rpc.StateEOF); err != nil {
 				return status.Errorf(codes.Unavailable, "gateway kas ended the call without an answer: %v", status.Convert(err).Message())
@@ -49,7 +48,7 @@ func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pu
 			}
 			return err // the gateway's status, or the transport's
 		}
-		st := rpc.GatewayState(&m)
+		st := rpc.GatewayState(m)
 		if err := checker.Next(st); err != nil {
 			return status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
 		}
@@ -63,7 +62,7 @@ func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pu
 				return err
 			}
 		case *rpc.GatewayResponse_Message:
-			if err := w.message(x.Message); err != nil {
+			if err := w.message(x.Message, pooled); err != nil {
 				return err
 			}
 		case *rpc.GatewayResponse_Trailer:

@@ -1,0 +1,195 @@
+package rpc
+
+import (
+	"encoding/binary"
+	"io"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+)
+
+// A large call payload received on a tunnel is copied once, out of gRPC's buffers (which gRPC frees as
+// soon as the message is decoded), and then read once more: decoded by the service or the caller, or
+// written to the next stream. Copied into a new slice, each such payload is a large allocation per call
+// (zeroed, and soon garbage); copied into a buffer of grpctool.PayloadPool, it goes back to the pool once
+// read, so that 1 MiB calls cost no new memory on the receiving side. The batched streams (the ones every
+// current agent and kas use) receive a lone Message envelope of grpctool.PooledMin bytes or more that
+// way; RecvRequestPooled and RecvResponsePooled hand its buffer to the reader, who passes it on with the
+// payload (grpctool.RawFrame's Pooled) to whoever reads it last.
+
+// maxEnvelopeHead bounds what precedes the payload in a Message envelope: two tags and two varints
+// (protobuf accepts padded varints, so each may take 10 bytes).
+const maxEnvelopeHead = 2 * (1 + binary.MaxVarintLen64)
+
+// pooledPayload copies the payload of data into a buffer of grpctool.PayloadPool when data is exactly a
+// Message envelope in field (as parseEnvelope takes it) with a payload of grpctool.PooledMin bytes or
+// more; nil otherwise, data untouched.
+func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
+	total := data.Len()
+	if total < grpctool.PooledMin {
+		return nil
+	}
+	var head [maxEnvelopeHead]byte
+	r := data.Reader()
+	defer r.Close()
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil
+	}
+	off, n, ok := parseEnvelopeHead(head[:], field, total)
+	if !ok || n < grpctool.PooledMin {
+		return nil
+	}
+	buf := grpctool.PayloadPool.Get(n)
+	copied := copy(*buf, head[off:])
+	if _, err := io.ReadFull(r, (*buf)[copied:]); err != nil {
+		grpctool.PayloadPool.Put(buf)
+		return nil
+	}
+	return buf
+}
+
+// parseEnvelopeHead reads the start of a Message envelope in field whose whole encoding takes total
+// bytes: the payload starts at off and takes the n bytes up to the end, with nothing else in the
+// envelope.
+func parseEnvelopeHead(head []byte, field protowire.Number, total int) (off, n int, ok bool) {
+	num, typ, k := protowire.ConsumeTag(head)
+	if k < 0 || num != field || typ != protowire.BytesType {
+		return 0, 0, false
+	}
+	inner, m := protowire.ConsumeVarint(head[k:])
+	if m < 0 || uint64(total-k-m) != inner {
+		return 0, 0, false
+	}
+	off = k + m
+	num, typ, k = protowire.ConsumeTag(head[off:])
+	if k < 0 || num != messageDataField || typ != protowire.BytesType {
+		return 0, 0, false
+	}
+	size, m := protowire.ConsumeVarint(head[off+k:])
+	if m < 0 || uint64(total-off-k-m) != size {
+		return 0, 0, false
+	}
+	return off + k + m, int(size), true
+}
+
+// capped is b that an append can never write past (as parseEnvelope's payloads).
+func capped(b []byte) []byte { return b[:len(b):len(b)] }
+
+// receivedRequest is a ConnectRequest received with a large lone payload pooled.
+type receivedRequest struct {
+	msg    ConnectRequest // in the same allocation
+	pooled *[]byte
+}
+
+// UnmarshalBuffers implements grpctool.BufferUnmarshaler.
+func (r *receivedRequest) UnmarshalBuffers(data mem.BufferSlice) error {
+	if buf := pooledPayload(data, connectRequestMessageField); buf != nil {
+		r.msg.Msg = &ConnectRequest_Message{Message: &Message{Data: capped(*buf)}}
+		r.pooled = buf
+		return nil
+	}
+	return grpctool.RawCodec{}.Unmarshal(data, &r.msg)
+}
+
+// receivedResponse is a ConnectResponse received with a large lone payload pooled.
+type receivedResponse struct {
+	msg    ConnectResponse // in the same allocation
+	pooled *[]byte
+}
+
+// UnmarshalBuffers implements grpctool.BufferUnmarshaler.
+func (r *receivedResponse) UnmarshalBuffers(data mem.BufferSlice) error {
+	if buf := pooledPayload(data, connectResponseMessageField); buf != nil {
+		r.msg.Msg = &ConnectResponse_Message{Message: &Message{Data: capped(*buf)}}
+		r.pooled = buf
+		return nil
+	}
+	return grpctool.RawCodec{}.Unmarshal(data, &r.msg)
+}
+
+// receivedGateway is a GatewayResponse received with a large lone payload pooled.
+type receivedGateway struct {
+	msg    GatewayResponse // in the same allocation
+	pooled *[]byte
+}
+
+// UnmarshalBuffers implements grpctool.BufferUnmarshaler.
+func (r *receivedGateway) UnmarshalBuffers(data mem.BufferSlice) error {
+	if buf := pooledPayload(data, gatewayResponseMessageField); buf != nil {
+		r.msg.Msg = &GatewayResponse_Message{Message: &Message{Data: capped(*buf)}}
+		r.pooled = buf
+		return nil
+	}
+	return grpctool.RawCodec{}.Unmarshal(data, &r.msg)
+}
+
+// RecvGatewayPooled receives the next message of a gateway stream (a client stream with the raw codec),
+// with a large lone payload pooled: pooled, when set, is the buffer the Message's data is, and the
+// caller owns it.
+func RecvGatewayPooled(gw grpc.ClientStream) (m *GatewayResponse, pooled *[]byte, err error) {
+	var r receivedGateway
+	if err := gw.RecvMsg(&r); err != nil {
+		return nil, nil, err
+	}
+	return &r.msg, r.pooled, nil
+}
+
+// recvPooledRequest is the generated Recv of s, with a large payload pooled when s is gRPC's own stream
+// (whose Recv is RecvMsg into a new ConnectRequest); any other stream's Recv is left as it is.
+func recvPooledRequest(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte, error) {
+	if _, ok := s.(*grpc.GenericServerStream[ConnectRequest, ConnectResponse]); !ok {
+		m, err := s.Recv()
+		return m, nil, err
+	}
+	var r receivedRequest
+	if err := s.RecvMsg(&r); err != nil {
+		return nil, nil, err
+	}
+	return &r.msg, r.pooled, nil
+}
+
+// recvPooledResponse is recvPooledRequest for the agent's end.
+func recvPooledResponse(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byte, error) {
+	if _, ok := c.(*grpc.GenericClientStream[ConnectRequest, ConnectResponse]); !ok {
+		m, err := c.Recv()
+		return m, nil, err
+	}
+	var r receivedResponse
+	if err := c.RecvMsg(&r); err != nil {
+		return nil, nil, err
+	}
+	return &r.msg, r.pooled, nil
+}
+
+// PooledRequestReceiver is kas's end of a tunnel that may hand over a large payload in a buffer of
+// grpctool.PayloadPool: pooled, when set, is the buffer the returned Message's data is, and the caller
+// owns it.
+type PooledRequestReceiver interface {
+	RecvPooled() (m *ConnectRequest, pooled *[]byte, err error)
+}
+
+// PooledResponseReceiver is PooledRequestReceiver for the agent's end.
+type PooledResponseReceiver interface {
+	RecvPooled() (m *ConnectResponse, pooled *[]byte, err error)
+}
+
+// RecvRequestPooled receives from s, pooled when s can.
+func RecvRequestPooled(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte, error) {
+	if p, ok := s.(PooledRequestReceiver); ok {
+		return p.RecvPooled()
+	}
+	m, err := s.Recv()
+	return m, nil, err
+}
+
+// RecvResponsePooled receives from c, pooled when c can.
+func RecvResponsePooled(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byte, error) {
+	if p, ok := c.(PooledResponseReceiver); ok {
+		return p.RecvPooled()
+	}
+	m, err := c.Recv()
+	return m, nil, err
+}

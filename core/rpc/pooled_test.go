@@ -1,0 +1,101 @@
+package rpc
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+)
+
+// chunked is b as gRPC hands it over: in several buffers, the first ending inside the envelope's head.
+func chunked(b []byte) mem.BufferSlice {
+	return mem.BufferSlice{mem.SliceBuffer(b[:3]), mem.SliceBuffer(b[3:1000]), mem.SliceBuffer(b[1000:])}
+}
+
+// A lone Message envelope with a large payload is received into a pooled buffer holding exactly the
+// payload, for each of the three envelopes; the message is what protobuf decodes.
+func TestLargeLonePayloadsArePooled(t *testing.T) {
+	payload := bytes.Repeat([]byte("pooled!"), grpctool.PooledMin/7+1)
+	msg := &Message{Data: payload}
+	for _, c := range []struct {
+		name string
+		sent proto.Message
+		recv func(mem.BufferSlice) (proto.Message, *[]byte, error)
+	}{
+		{"ConnectRequest", &ConnectRequest{Msg: &ConnectRequest_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
+			var r receivedRequest
+			err := r.UnmarshalBuffers(d)
+			return &r.msg, r.pooled, err
+		}},
+		{"ConnectResponse", &ConnectResponse{Msg: &ConnectResponse_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
+			var r receivedResponse
+			err := r.UnmarshalBuffers(d)
+			return &r.msg, r.pooled, err
+		}},
+		{"GatewayResponse", &GatewayResponse{Msg: &GatewayResponse_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
+			var r receivedGateway
+			err := r.UnmarshalBuffers(d)
+			return &r.msg, r.pooled, err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := proto.Marshal(c.sent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, pooled, err := c.recv(chunked(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pooled == nil || !bytes.Equal(*pooled, payload) {
+				t.Fatalf("pooled %v, want a buffer of exactly the payload", pooled != nil)
+			}
+			if !proto.Equal(got, c.sent) {
+				t.Fatal("the received message is not the one sent")
+			}
+		})
+	}
+}
+
+// Anything but a lone large Message envelope is decoded as before, nothing pooled: a small payload, a
+// message with another field, a batch, trailing bytes; what protobuf refuses is refused.
+func TestOtherMessagesAreNotPooled(t *testing.T) {
+	large := bytes.Repeat([]byte{7}, grpctool.PooledMin)
+	withUnknown := &Message{Data: large}
+	withUnknown.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1))
+	for name, m := range map[string]*ConnectResponse{
+		"small":         {Msg: &ConnectResponse_Message{Message: &Message{Data: []byte("small")}}},
+		"another field": {Msg: &ConnectResponse_Message{Message: withUnknown}},
+		"batch":         {Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{{Msg: &ConnectResponse_Message{Message: &Message{Data: large}}}}}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := proto.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r receivedResponse
+			if err := r.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(b)}); err != nil {
+				t.Fatal(err)
+			}
+			if r.pooled != nil || !proto.Equal(&r.msg, m) {
+				t.Fatalf("pooled %v, equal %v: want the message decoded as before, nothing pooled", r.pooled != nil, proto.Equal(&r.msg, m))
+			}
+		})
+	}
+	b, err := proto.Marshal(&ConnectResponse{Msg: &ConnectResponse_Message{Message: &Message{Data: large}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trailing receivedResponse
+	if err := trailing.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(append(b, 0x10, 0x01))}); err != nil || trailing.pooled != nil {
+		t.Fatalf("trailing field: pooled %v, err %v; want it decoded by protobuf, nothing pooled", trailing.pooled != nil, err)
+	}
+	var truncated receivedResponse
+	if err := truncated.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(b[:len(b)-1])}); err == nil || truncated.pooled != nil {
+		t.Fatalf("truncated envelope: pooled %v, err %v; want protobuf's error", truncated.pooled != nil, err)
+	}
+}
