@@ -378,9 +378,23 @@ type PooledMessage struct {
 
 // MarshalBuffers implements grpctool.BufferMarshaler.
 func (m *PooledMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
-	n := len(*m.Data)
-	prefix := appendEnvelopePrefix(make([]byte, 0, envelopeSize(connectRequestMessageField, n)-n), connectRequestMessageField, n)
-	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(m.Data, m.Pool)}, true
+	return pooledEnvelope(connectRequestMessageField, m.Data, m.Pool), true
+}
+
+// PooledGatewayMessage is PooledMessage for a gateway stream: on the wire, a GatewayResponse with a
+// Message.
+type PooledGatewayMessage PooledMessage
+
+// MarshalBuffers implements grpctool.BufferMarshaler.
+func (m *PooledGatewayMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
+	return pooledEnvelope(gatewayResponseMessageField, m.Data, m.Pool), true
+}
+
+// pooledEnvelope is a Message envelope in field around data, which goes back to pool once freed.
+func pooledEnvelope(field protowire.Number, data *[]byte, pool mem.BufferPool) mem.BufferSlice {
+	n := len(*data)
+	prefix := appendEnvelopePrefix(make([]byte, 0, envelopeSize(field, n)-n), field, n)
+	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(data, pool)}
 }
 
 // PooledSender is a sender of an agent's call messages that can send a PooledMessage.

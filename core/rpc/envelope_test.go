@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 type envelope interface {
@@ -197,28 +199,41 @@ func (p *countingPool) Put(b *[]byte) { p.put++ }
 
 // A PooledMessage is, on the wire, the ConnectRequest it stands for, and its buffer goes back to its pool
 // once gRPC freed what it encoded.
-func TestPooledMessageEncodesAsItsConnectRequest(t *testing.T) {
-	for _, n := range []int{BatchMaxBytes + 1, 1 << 20} {
-		data := make([]byte, n)
-		for i := range data {
-			data[i] = byte(i)
-		}
-		want, err := proto.Marshal(&ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: data}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
-		buf := slices.Clone(data)
-		bs, ok := (&PooledMessage{Data: &buf, Pool: pool}).MarshalBuffers()
-		if !ok || !bytes.Equal(bs.Materialize(), want) {
-			t.Fatalf("%d bytes: encoded %d bytes (ok %v), want the ConnectRequest's %d", n, bs.Len(), ok, len(want))
-		}
-		if pool.put != 0 {
-			t.Fatalf("%d bytes: the buffer went back before gRPC freed it", n)
-		}
-		bs.Free()
-		if pool.put != 1 {
-			t.Fatalf("%d bytes: the buffer went back %d times once freed, want once", n, pool.put)
+func TestPooledMessagesEncodeAsTheirEnvelopes(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		wrap   func(*Message) proto.Message
+		pooled func(data *[]byte, pool mem.BufferPool) grpctool.BufferMarshaler
+	}{
+		{"ConnectRequest", func(m *Message) proto.Message { return &ConnectRequest{Msg: &ConnectRequest_Message{Message: m}} },
+			func(d *[]byte, p mem.BufferPool) grpctool.BufferMarshaler { return &PooledMessage{Data: d, Pool: p} }},
+		{"GatewayResponse", func(m *Message) proto.Message { return &GatewayResponse{Msg: &GatewayResponse_Message{Message: m}} },
+			func(d *[]byte, p mem.BufferPool) grpctool.BufferMarshaler {
+				return &PooledGatewayMessage{Data: d, Pool: p}
+			}},
+	} {
+		for _, n := range []int{BatchMaxBytes + 1, 1 << 20} {
+			data := make([]byte, n)
+			for i := range data {
+				data[i] = byte(i)
+			}
+			want, err := proto.Marshal(c.wrap(&Message{Data: data}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+			buf := slices.Clone(data)
+			bs, ok := c.pooled(&buf, pool).MarshalBuffers()
+			if !ok || !bytes.Equal(bs.Materialize(), want) {
+				t.Fatalf("%s, %d bytes: encoded %d bytes (ok %v), want the message's %d", c.name, n, bs.Len(), ok, len(want))
+			}
+			if pool.put != 0 {
+				t.Fatalf("%s, %d bytes: the buffer went back before gRPC freed it", c.name, n)
+			}
+			bs.Free()
+			if pool.put != 1 {
+				t.Fatalf("%s, %d bytes: the buffer went back %d times once freed, want once", c.name, n, pool.put)
+			}
 		}
 	}
 }

@@ -127,7 +127,13 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 			return err
 		}
 	}
-	sink := func(m *rpc.ConnectRequest, _ *[]byte) error { return stream.SendMsg(gatewayFromAgent(m)) }
+	sink := func(m *rpc.ConnectRequest, pooled *[]byte) error {
+		if pooled != nil && m.GetMessage() != nil {
+			// gRPC puts the buffer back once written.
+			return stream.SendMsg(&rpc.PooledGatewayMessage{Data: pooled, Pool: grpctool.PayloadPool})
+		}
+		return stream.SendMsg(gatewayFromAgent(m))
+	}
 	wctx, wspan := g.cfg.Tracer.Start(ctx, "kas.forward")
 	tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
 	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), sink)
