@@ -16,8 +16,9 @@ type RawFrame struct {
 	Data []byte
 	// Pooled, when set, is the buffer of PayloadPool that Data is (a large payload received on a
 	// tunnel), and whoever holds the frame owns it: RawCodec's Marshal hands it to gRPC, which puts it
-	// back once written; Release puts it back. Either way Data must not be read afterwards. A frame
-	// dropped with Pooled set is left to the garbage collector.
+	// back once written; Release puts it back. Either way Data must not be read afterwards, so a pooled
+	// frame goes only to streams of ours: gRPC lets interceptors and stats handlers read a sent message
+	// later. A frame dropped with Pooled set is left to the garbage collector.
 	Pooled *[]byte
 }
 

@@ -46,12 +46,13 @@ func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.Re
 	go func() {
 		defer cancelCall()
 		sendOK := true
-		ended, _ := tc.kasSide(func(m *rpc.ConnectResponse, pooled *[]byte) {
+		ended, _ := tc.kasSide(func(m *rpc.ConnectResponse, _ *[]byte) {
 			switch x := m.GetMsg().(type) {
 			case *rpc.ConnectResponse_Message:
 				// After a failed send the service has finished; keep reading so kas is never blocked.
-				// gRPC puts a pooled buffer back once written.
-				if sendOK && cs.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData(), Pooled: pooled}) != nil {
+				// A pooled buffer is not handed on: the upstream's interceptors and stats handlers,
+				// which are not ours, may read a sent message later (gRPC allows it).
+				if sendOK && cs.SendMsg(&grpctool.RawFrame{Data: x.Message.GetData()}) != nil {
 					sendOK = false
 				}
 			case *rpc.ConnectResponse_CloseSend:

@@ -46,7 +46,8 @@ func (w *callerWriter) header(h *rpc.Header) error {
 }
 
 // message sends m, and its pooled buffer with it: gRPC puts that back once written (RawCodec), an
-// in-process caller once decoded.
+// in-process caller once decoded. kas's servers have no stats handler, which could read a sent message
+// after it was written.
 func (w *callerWriter) message(m *rpc.Message, pooled *[]byte) error {
 	return w.caller.SendMsg(&grpctool.RawFrame{Data: m.GetData(), Pooled: pooled})
 }
