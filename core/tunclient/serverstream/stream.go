@@ -162,9 +162,9 @@ func (s *Stream) SendMsg(m any) error {
 }
 
 // encode encodes m as one message. A protobuf message too large for a batch (and no larger than
-// maxMsg) goes into a buffer of grpctool.PayloadPool, returned as pooled too: sent as an rpc.PooledMessage, gRPC
-// puts it back once written, as gRPC's own codec does, so that a large answer costs no new memory per
-// call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
+// maxMsg) goes into a buffer of grpctool.PayloadPool, returned as pooled too: sent as an
+// rpc.PooledMessage, gRPC puts it back once written, as gRPC's own codec does, so that a large answer
+// costs no new memory per call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
 func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
 	if pm, ok := m.(proto.Message); ok {
 		if size := proto.Size(pm); size >= pooledMin && size <= maxMsg {
