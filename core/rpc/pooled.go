@@ -15,10 +15,10 @@ import (
 // soon as the message is decoded), and then read once more: decoded by the service or the caller, or
 // written to the next stream. Copied into a new slice, each such payload is a large allocation per call
 // (zeroed, and soon garbage); copied into a buffer of grpctool.PayloadPool, it goes back to the pool once
-// read, so that 1 MiB calls cost no new memory on the receiving side. The batched streams (the ones every
-// current agent and kas use) receive a lone Message envelope of grpctool.PooledMin bytes or more that
-// way; RecvRequestPooled and RecvResponsePooled hand its buffer to the reader, who passes it on with the
-// payload (grpctool.RawFrame's Pooled) to whoever reads it last.
+// read, so that 1 MiB calls cost no new memory on the receiving side. A tunnel, batched or not, receives
+// a lone Message envelope of grpctool.PooledMin bytes or more that way; RecvRequestPooled and
+// RecvResponsePooled hand its buffer to the reader, who passes it on with the payload
+// (grpctool.RawFrame's Pooled) to whoever reads it last.
 
 // maxEnvelopeHead bounds what precedes the payload in a Message envelope: two tags and two varints
 // (protobuf accepts padded varints, so each may take 10 bytes).
@@ -176,20 +176,18 @@ type PooledResponseReceiver interface {
 	RecvPooled() (m *ConnectResponse, pooled *[]byte, err error)
 }
 
-// RecvRequestPooled receives from s, pooled when s can.
+// RecvRequestPooled receives from s, pooled when s can: a batched stream, or gRPC's own.
 func RecvRequestPooled(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte, error) {
 	if p, ok := s.(PooledRequestReceiver); ok {
 		return p.RecvPooled()
 	}
-	m, err := s.Recv()
-	return m, nil, err
+	return recvPooledRequest(s)
 }
 
-// RecvResponsePooled receives from c, pooled when c can.
+// RecvResponsePooled receives from c, pooled when c can: a batched stream, or gRPC's own.
 func RecvResponsePooled(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byte, error) {
 	if p, ok := c.(PooledResponseReceiver); ok {
 		return p.RecvPooled()
 	}
-	m, err := c.Recv()
-	return m, nil, err
+	return recvPooledResponse(c)
 }
