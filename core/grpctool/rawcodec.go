@@ -142,7 +142,8 @@ func MarshalFrame(v any) ([]byte, error) {
 }
 
 // UnmarshalFrame decodes one gRPC message into v: a RawFrame takes data itself (the caller must not reuse
-// it), anything else is decoded as protobuf.
+// it), a BufferUnmarshaler decodes itself from it as from gRPC's buffers, anything else is decoded as
+// protobuf.
 func UnmarshalFrame(data []byte, v any) error {
 	switch m := v.(type) {
 	case *RawFrame:
