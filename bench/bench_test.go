@@ -180,7 +180,7 @@ import (
 // beyond direct's is the caller's request on kas: the in-process caller's encoding or the public API's
 // receiving copy. Pooling those needs a reference count, because the request pump keeps the request to
 // replay it on another tunnel until the agent accepted the call. A request payload is not pooled for an
-// exposed upstream (agentk's -upstream): gRPC lets its interceptors and stats handlers, which are not
+// exposed upstream (agentk's --expose): gRPC lets its interceptors and stats handlers, which are not
 // this project's, read a sent message after it was written.
 //
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
