@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
@@ -78,63 +79,55 @@ func parseEnvelopeHead(head []byte, field protowire.Number, total int) (off, n i
 // capped is b that an append can never write past (as parseEnvelope's payloads).
 func capped(b []byte) []byte { return b[:len(b):len(b)] }
 
-// receivedRequest is a ConnectRequest received with a large lone payload pooled.
-type receivedRequest struct {
-	msg    ConnectRequest // in the same allocation
-	pooled *[]byte
+// received is a message of type M received with a large lone payload pooled: field is the envelope's
+// Message field, setMessage puts a Message in the message's oneof.
+type received[M any, PM interface {
+	*M
+	proto.Message
+}] struct {
+	msg        M // in the same allocation
+	pooled     *[]byte
+	field      protowire.Number
+	setMessage func(PM, *Message)
 }
 
 // UnmarshalBuffers implements grpctool.BufferUnmarshaler.
-func (r *receivedRequest) UnmarshalBuffers(data mem.BufferSlice) error {
-	if buf := pooledPayload(data, connectRequestMessageField); buf != nil {
-		r.msg.Msg = &ConnectRequest_Message{Message: &Message{Data: capped(*buf)}}
+func (r *received[M, PM]) UnmarshalBuffers(data mem.BufferSlice) error {
+	if buf := pooledPayload(data, r.field); buf != nil {
+		r.setMessage(&r.msg, &Message{Data: capped(*buf)})
 		r.pooled = buf
 		return nil
 	}
-	return grpctool.RawCodec{}.Unmarshal(data, &r.msg)
+	return grpctool.RawCodec{}.Unmarshal(data, PM(&r.msg))
 }
 
-// receivedResponse is a ConnectResponse received with a large lone payload pooled.
-type receivedResponse struct {
-	msg    ConnectResponse // in the same allocation
-	pooled *[]byte
-}
-
-// UnmarshalBuffers implements grpctool.BufferUnmarshaler.
-func (r *receivedResponse) UnmarshalBuffers(data mem.BufferSlice) error {
-	if buf := pooledPayload(data, connectResponseMessageField); buf != nil {
-		r.msg.Msg = &ConnectResponse_Message{Message: &Message{Data: capped(*buf)}}
-		r.pooled = buf
-		return nil
+// recvPooled receives the next message from s into a received[M].
+func recvPooled[M any, PM interface {
+	*M
+	proto.Message
+}](s interface{ RecvMsg(any) error }, field protowire.Number, setMessage func(PM, *Message)) (PM, *[]byte, error) {
+	r := &received[M, PM]{field: field, setMessage: setMessage}
+	if err := s.RecvMsg(r); err != nil {
+		return nil, nil, err
 	}
-	return grpctool.RawCodec{}.Unmarshal(data, &r.msg)
+	return &r.msg, r.pooled, nil
 }
 
-// receivedGateway is a GatewayResponse received with a large lone payload pooled.
-type receivedGateway struct {
-	msg    GatewayResponse // in the same allocation
-	pooled *[]byte
+func setRequestMessage(m *ConnectRequest, msg *Message) {
+	m.Msg = &ConnectRequest_Message{Message: msg}
 }
-
-// UnmarshalBuffers implements grpctool.BufferUnmarshaler.
-func (r *receivedGateway) UnmarshalBuffers(data mem.BufferSlice) error {
-	if buf := pooledPayload(data, gatewayResponseMessageField); buf != nil {
-		r.msg.Msg = &GatewayResponse_Message{Message: &Message{Data: capped(*buf)}}
-		r.pooled = buf
-		return nil
-	}
-	return grpctool.RawCodec{}.Unmarshal(data, &r.msg)
+func setResponseMessage(m *ConnectResponse, msg *Message) {
+	m.Msg = &ConnectResponse_Message{Message: msg}
+}
+func setGatewayMessage(m *GatewayResponse, msg *Message) {
+	m.Msg = &GatewayResponse_Message{Message: msg}
 }
 
 // RecvGatewayPooled receives the next message of a gateway stream (a client stream with the raw codec),
 // with a large lone payload pooled: pooled, when set, is the buffer the Message's data is, and the
 // caller owns it.
 func RecvGatewayPooled(gw grpc.ClientStream) (m *GatewayResponse, pooled *[]byte, err error) {
-	var r receivedGateway
-	if err := gw.RecvMsg(&r); err != nil {
-		return nil, nil, err
-	}
-	return &r.msg, r.pooled, nil
+	return recvPooled(gw, gatewayResponseMessageField, setGatewayMessage)
 }
 
 // recvPooledRequest is the generated Recv of s, with a large payload pooled when s is gRPC's own stream
@@ -144,11 +137,7 @@ func recvPooledRequest(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte,
 		m, err := s.Recv()
 		return m, nil, err
 	}
-	var r receivedRequest
-	if err := s.RecvMsg(&r); err != nil {
-		return nil, nil, err
-	}
-	return &r.msg, r.pooled, nil
+	return recvPooled(s, connectRequestMessageField, setRequestMessage)
 }
 
 // recvPooledResponse is recvPooledRequest for the agent's end.
@@ -157,11 +146,7 @@ func recvPooledResponse(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byt
 		m, err := c.Recv()
 		return m, nil, err
 	}
-	var r receivedResponse
-	if err := c.RecvMsg(&r); err != nil {
-		return nil, nil, err
-	}
-	return &r.msg, r.pooled, nil
+	return recvPooled(c, connectResponseMessageField, setResponseMessage)
 }
 
 // PooledRequestReceiver is kas's end of a tunnel that may hand over a large payload in a buffer of

@@ -27,19 +27,13 @@ func TestLargeLonePayloadsArePooled(t *testing.T) {
 		recv func(mem.BufferSlice) (proto.Message, *[]byte, error)
 	}{
 		{"ConnectRequest", &ConnectRequest{Msg: &ConnectRequest_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
-			var r receivedRequest
-			err := r.UnmarshalBuffers(d)
-			return &r.msg, r.pooled, err
+			return recvPooled(delivered(d), connectRequestMessageField, setRequestMessage)
 		}},
 		{"ConnectResponse", &ConnectResponse{Msg: &ConnectResponse_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
-			var r receivedResponse
-			err := r.UnmarshalBuffers(d)
-			return &r.msg, r.pooled, err
+			return recvPooled(delivered(d), connectResponseMessageField, setResponseMessage)
 		}},
 		{"GatewayResponse", &GatewayResponse{Msg: &GatewayResponse_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
-			var r receivedGateway
-			err := r.UnmarshalBuffers(d)
-			return &r.msg, r.pooled, err
+			return recvPooled(delivered(d), gatewayResponseMessageField, setGatewayMessage)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -77,12 +71,12 @@ func TestOtherMessagesAreNotPooled(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var r receivedResponse
-			if err := r.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(b)}); err != nil {
+			got, pooled, err := recvResponse(b)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if r.pooled != nil || !proto.Equal(&r.msg, m) {
-				t.Fatalf("pooled %v, equal %v: want the message decoded as before, nothing pooled", r.pooled != nil, proto.Equal(&r.msg, m))
+			if pooled != nil || !proto.Equal(got, m) {
+				t.Fatalf("pooled %v, equal %v: want the message decoded as before, nothing pooled", pooled != nil, proto.Equal(got, m))
 			}
 		})
 	}
@@ -90,12 +84,19 @@ func TestOtherMessagesAreNotPooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var trailing receivedResponse
-	if err := trailing.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(append(b, 0x10, 0x01))}); err != nil || trailing.pooled != nil {
-		t.Fatalf("trailing field: pooled %v, err %v; want it decoded by protobuf, nothing pooled", trailing.pooled != nil, err)
+	if _, pooled, err := recvResponse(append(b, 0x10, 0x01)); err != nil || pooled != nil {
+		t.Fatalf("trailing field: pooled %v, err %v; want it decoded by protobuf, nothing pooled", pooled != nil, err)
 	}
-	var truncated receivedResponse
-	if err := truncated.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(b[:len(b)-1])}); err == nil || truncated.pooled != nil {
-		t.Fatalf("truncated envelope: pooled %v, err %v; want protobuf's error", truncated.pooled != nil, err)
+	if _, pooled, err := recvResponse(b[:len(b)-1]); err == nil || pooled != nil {
+		t.Fatalf("truncated envelope: pooled %v, err %v; want protobuf's error", pooled != nil, err)
 	}
+}
+
+// delivered is a stream whose next message is data, decoded as gRPC decodes with the raw codec.
+type delivered mem.BufferSlice
+
+func (d delivered) RecvMsg(m any) error { return grpctool.RawCodec{}.Unmarshal(mem.BufferSlice(d), m) }
+
+func recvResponse(b []byte) (*ConnectResponse, *[]byte, error) {
+	return recvPooled(delivered{mem.SliceBuffer(b)}, connectResponseMessageField, setResponseMessage)
 }
