@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -158,12 +159,11 @@ func LastLines(s string, n int) string {
 // FreeAddr returns a loopback address with a port that was free a moment ago: for a process that
 // takes its listen addresses as flags.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		return "", err
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // lockedBuffer keeps the first MaxOutput bytes written to it, from several goroutines.

@@ -139,15 +139,6 @@ func findRedis() (string, error) {
 	return "", errors.New("redis-server not found in PATH, /usr/bin or /usr/local/bin; install it: apt-get install -y redis-server")
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // ping sends PING and wants +PONG, so that a server that accepts but does not answer yet is not ready.
 func ping(addr string) error {
 	conn, err := net.DialTimeout("tcp", addr, time.Second)
