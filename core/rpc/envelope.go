@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -163,27 +164,42 @@ func envelopeBuffers(field protowire.Number, msg *Message) (mem.BufferSlice, boo
 // parseEnvelope returns the payload when b is exactly one field of number field holding a Message with
 // at most its data field, each encoded once.
 func parseEnvelope(b []byte, field protowire.Number) (data []byte, ok bool) {
-	num, typ, n := protowire.ConsumeTag(b)
-	if n < 0 || num != field || typ != protowire.BytesType {
-		return nil, false
-	}
-	inner, m := protowire.ConsumeBytes(b[n:])
-	if m < 0 || n+m != len(b) {
-		return nil, false
-	}
-	if len(inner) == 0 {
-		return nil, true
-	}
-	num, typ, n = protowire.ConsumeTag(inner)
-	if n < 0 || num != messageDataField || typ != protowire.BytesType {
-		return nil, false
-	}
-	data, m = protowire.ConsumeBytes(inner[n:])
-	if m < 0 || n+m != len(inner) {
-		return nil, false
+	off, hasData, ok := parseEnvelopeHead(b[:min(len(b), maxEnvelopeHead)], field, len(b))
+	if !ok || !hasData {
+		return nil, ok
 	}
 	// Cap the slice so that an append by its user can never write over bytes after it.
-	return data[:len(data):len(data)], true
+	return b[off:len(b):len(b)], true
+}
+
+// maxEnvelopeHead bounds what precedes the payload in a Message envelope: two tags and two varints
+// (protobuf accepts padded varints, so each may take 10 bytes).
+const maxEnvelopeHead = 2 * (1 + binary.MaxVarintLen64)
+
+// parseEnvelopeHead reads the start (head) of an encoding of total bytes that parseEnvelope takes: the
+// payload starts at off and runs to the end; hasData is false for a Message without its data field.
+func parseEnvelopeHead(head []byte, field protowire.Number, total int) (off int, hasData, ok bool) {
+	num, typ, k := protowire.ConsumeTag(head)
+	if k < 0 || num != field || typ != protowire.BytesType {
+		return 0, false, false
+	}
+	inner, m := protowire.ConsumeVarint(head[k:])
+	if m < 0 || uint64(total-k-m) != inner {
+		return 0, false, false
+	}
+	off = k + m
+	if inner == 0 {
+		return off, false, true
+	}
+	num, typ, k = protowire.ConsumeTag(head[off:])
+	if k < 0 || num != messageDataField || typ != protowire.BytesType {
+		return 0, false, false
+	}
+	size, m := protowire.ConsumeVarint(head[off+k:])
+	if m < 0 || uint64(total-off-k-m) != size {
+		return 0, false, false
+	}
+	return off + k + m, true, true
 }
 
 // Batches (RequestBatch, ResponseBatch) go through protobuf's reflection for a repeated message inside a

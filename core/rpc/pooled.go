@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"encoding/binary"
 	"io"
 
 	"google.golang.org/grpc"
@@ -21,10 +20,6 @@ import (
 // RecvResponsePooled hand its buffer to the reader, who passes it on with the payload
 // (grpctool.RawFrame's Pooled) to whoever reads it last.
 
-// maxEnvelopeHead bounds what precedes the payload in a Message envelope: two tags and two varints
-// (protobuf accepts padded varints, so each may take 10 bytes).
-const maxEnvelopeHead = 2 * (1 + binary.MaxVarintLen64)
-
 // pooledPayload copies the payload of data into a buffer of grpctool.PayloadPool when data is exactly a
 // Message envelope in field (as parseEnvelope takes it) with a payload of grpctool.PooledMin bytes or
 // more; nil otherwise, data untouched.
@@ -39,8 +34,9 @@ func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 	if _, err := io.ReadFull(r, head[:]); err != nil {
 		return nil
 	}
-	off, n, ok := parseEnvelopeHead(head[:], field, total)
-	if !ok || n < grpctool.PooledMin {
+	off, hasData, ok := parseEnvelopeHead(head[:], field, total)
+	n := total - off
+	if !ok || !hasData || n < grpctool.PooledMin {
 		return nil
 	}
 	buf := grpctool.PayloadPool.Get(n)
@@ -50,30 +46,6 @@ func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 		return nil
 	}
 	return buf
-}
-
-// parseEnvelopeHead reads the start of a Message envelope in field whose whole encoding takes total
-// bytes: the payload starts at off and takes the n bytes up to the end, with nothing else in the
-// envelope.
-func parseEnvelopeHead(head []byte, field protowire.Number, total int) (off, n int, ok bool) {
-	num, typ, k := protowire.ConsumeTag(head)
-	if k < 0 || num != field || typ != protowire.BytesType {
-		return 0, 0, false
-	}
-	inner, m := protowire.ConsumeVarint(head[k:])
-	if m < 0 || uint64(total-k-m) != inner {
-		return 0, 0, false
-	}
-	off = k + m
-	num, typ, k = protowire.ConsumeTag(head[off:])
-	if k < 0 || num != messageDataField || typ != protowire.BytesType {
-		return 0, 0, false
-	}
-	size, m := protowire.ConsumeVarint(head[off+k:])
-	if m < 0 || uint64(total-off-k-m) != size {
-		return 0, 0, false
-	}
-	return off + k + m, int(size), true
 }
 
 // capped is b that an append can never write past (as parseEnvelope's payloads).
