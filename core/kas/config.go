@@ -77,6 +77,9 @@ type Config struct {
 	// NoEagerGateway turns eager gateway streams off, both ways: this kas neither asks another kas for
 	// one nor announces that it serves them, as kas before them did (see routing.eagerGateway).
 	NoEagerGateway bool
+	// NoLateReady turns late tunnel_ready off, both ways (rpc.GatewayEagerLateReady): this kas neither
+	// offers it on its eager streams nor sends tunnel_ready late as a gateway, as kas before it did.
+	NoLateReady bool
 	// MaxMessageSize is the largest request or response message routed.
 	MaxMessageSize int
 

@@ -2,6 +2,7 @@ package kas_test
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,5 +125,50 @@ func TestEagerGatewayCallerKeyIgnored(t *testing.T) {
 	client := testgrpc.NewTestServiceClient(c.Public[0])
 	for range 3 {
 		unary(t, client, 64, rpc.GatewayEagerKey, "1")
+	}
+}
+
+// An eager stream's tunnel_ready goes late, with the answer (rpc.GatewayEagerLateReady): when the gateway's
+// tunnel dies before the call starts, its status says so with nothing sent before it, and the routing
+// kas replays the call elsewhere.
+func TestLateReadyTunnelLossReplaysTheCall(t *testing.T) {
+	var armed, killed atomic.Int32
+	hook := func(_ int64, kill func()) {
+		if armed.Load() == 1 && killed.CompareAndSwap(0, 1) {
+			kill()
+		}
+	}
+	c := testenv.StartCluster(t, 3, testenv.ClusterOptions{Kas: func(_ int, c *kas.Config) { c.GatewayTunnelReadyHook = hook }})
+	c.StartAgent(1, 1)
+	c.StartAgent(1, 2)
+	client := testgrpc.NewTestServiceClient(c.Public[0])
+	unary(t, client, 64) // searched: kas 1 remembers the gateway
+	armed.Store(1)
+	unary(t, client, 64) // eager, and that gateway's tunnel dies as it takes the call
+	if killed.Load() != 1 {
+		t.Fatal("the hook did not break a tunnel")
+	}
+	if taken, missed := eagerCount(t, c, 0, "taken"), eagerCount(t, c, 0, "missed"); taken != 0 || missed != 1 {
+		t.Fatalf("eager taken %v, missed %v; want 0 and 1", taken, missed)
+	}
+	unary(t, client, 64)
+}
+
+// Kas that do not know late tunnel_ready, on either side, still take eager streams.
+func TestLateReadyVersionSkew(t *testing.T) {
+	for _, old := range []int{0, 1} {
+		c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Kas: func(i int, cfg *kas.Config) {
+			cfg.NoLateReady = i == old
+		}})
+		ae := c.StartAgent(1, 1)
+		client := testgrpc.NewTestServiceClient(c.Public[0])
+		checkRoutedCalls(t, "old kas", client, ae.Service)
+		for range 5 {
+			unary(t, client, 64)
+		}
+		streamIn(t, client, 6, 1<<20)
+		if taken, missed := eagerCount(t, c, 0, "taken"), eagerCount(t, c, 0, "missed"); taken != 8 || missed != 0 {
+			t.Fatalf("old kas %d: eager taken %v, missed %v; want 8 and 0", old+1, taken, missed)
+		}
 	}
 }

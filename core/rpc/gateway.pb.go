@@ -35,6 +35,13 @@ const (
 // until tunnel_ready). The gateway either claims an idle tunnel, sends tunnel_ready and starts the
 // call, or sends no_tunnel and ends the stream without reading a frame; then the routing kas replays
 // the call through the usual search. The second hop costs no round trip when the gateway has a tunnel.
+//
+// Late tunnel_ready. An eager request whose kas-hop-gateway-eager value is 2 offers it: then, for a method the
+// agent's tunnel says takes one request, the gateway reads the request and its half-close when it starts
+// the call and sends tunnel_ready just before the agent's first message instead of at once (the order
+// does not change). Until tunnel_ready the call may still be replayed: a gateway status with the
+// kas-hop-gateway-retry trailer says the tunnel went away before the call started. The routing kas sends
+// the half-close of a provisional call even past the replay limit, so that the gateway never waits for it.
 type StartStreaming struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields

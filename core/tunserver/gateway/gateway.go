@@ -40,13 +40,16 @@ type Config struct {
 	// Tracer records gateway spans; nil records none.
 	Tracer trace.Tracer
 	Log    *slog.Logger
-	// OnTunnelReady, when set, is called after tunnel_ready is sent and before start_streaming is read,
-	// with the agent id and a function that breaks the found tunnel: tests use it to make that race
+	// OnTunnelReady, when set, is called after tunnel_ready is sent (or, when it goes late, would be) and
+	// before start_streaming is read and the call starts, with the agent id and a function that breaks the found tunnel: tests use it to make that race
 	// happen on purpose. Nil in production.
 	OnTunnelReady func(agentID int64, breakTunnel func())
 	// NoEager: serve as kas before eager streams did: never announce them, and read start_streaming
 	// first on every stream.
 	NoEager bool
+	// NoLateReady: send tunnel_ready when the call is taken even when the routing kas offers to take it
+	// with the answer (rpc.GatewayEagerLateReady), as kas before it did.
+	NoLateReady bool
 }
 
 // Handler serves the private API: a routing kas asks for a tunnel to an agent and, once it picked this
@@ -83,12 +86,14 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
 	defer func() { call.EndSpan(span, err) }()
 	// Every answer says that this kas serves eager streams: the routing kas may skip the find next time.
-	eager := false
+	eager, lateReady := false, false
 	if !g.cfg.NoEager {
 		if err := stream.SetHeader(eagerHeader); err != nil {
 			return err
 		}
-		eager = len(c.MD.Get(rpc.GatewayEagerKey)) > 0
+		v := c.MD.Get(rpc.GatewayEagerKey)
+		eager = len(v) > 0
+		lateReady = eager && !g.cfg.NoLateReady && v[0] == rpc.GatewayEagerLateReady
 	}
 	found, h := reg.FindTunnel(c.AgentID, c.Service, c.Method)
 	defer h.Done()
@@ -115,8 +120,12 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		}
 		return err
 	}
-	if err := stream.SendMsg(gatewayTunnelReady); err != nil {
-		return err
+	// A late ready goes with the answer's first message: the routing kas sent the whole request already.
+	ready := readySender{stream: stream}
+	if !lateReady || !tun.OneRequest(c.Service, c.Method) {
+		if err := ready.send(); err != nil {
+			return err
+		}
 	}
 	if g.cfg.OnTunnelReady != nil {
 		g.cfg.OnTunnelReady(c.AgentID, func() { reg.Break(tun) })
@@ -128,6 +137,9 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		}
 	}
 	sink := func(m *rpc.ConnectRequest, pooled *[]byte) error {
+		if err := ready.send(); err != nil {
+			return err
+		}
 		if pooled != nil && m.GetMessage() != nil {
 			// gRPC puts the buffer back once written.
 			return stream.SendMsg(&rpc.PooledGatewayMessage{Data: pooled, Pool: grpctool.PayloadPool})
@@ -162,6 +174,22 @@ func recvStartStreaming(stream grpc.ServerStream) error {
 		return status.Errorf(codes.InvalidArgument, "%s: the first message is not start_streaming: %v", rpc.RoutingToGateway.Name(), err)
 	}
 	return nil
+}
+
+// readySender sends tunnel_ready once. The sink calls it on the tunnel's reader before every message, and
+// the handler before the call when tunnel_ready does not wait for the answer: never both at once, since
+// the call starts after the handler's.
+type readySender struct {
+	stream grpc.ServerStream
+	sent   bool
+}
+
+func (r *readySender) send() error {
+	if r.sent {
+		return nil
+	}
+	r.sent = true
+	return r.stream.SendMsg(gatewayTunnelReady)
 }
 
 var eagerHeader = metadata.Pairs(rpc.GatewayEagerKey, "1")

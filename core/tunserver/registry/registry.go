@@ -189,6 +189,7 @@ type Handle interface {
 type Forwarder interface {
 	Forward(ctx context.Context, pump *request.Pump, sink Sink) error
 	AgentID() int64
+	OneRequest(service, method string) bool
 }
 
 // FindTunnel looks for an idle tunnel of the agent that serves the method. found reports whether one was

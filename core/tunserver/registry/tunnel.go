@@ -130,6 +130,10 @@ func newTunnel(r *Registry, agentID int64, desc descriptor.Index, stream rpc.Rev
 // AgentID is the id of the agent that opened the tunnel.
 func (t *Tunnel) AgentID() int64 { return t.agentID }
 
+// OneRequest reports whether the agent said, in this tunnel's descriptor, that the method's caller
+// sends one request message: kas then reads the request and its half-close when the call starts.
+func (t *Tunnel) OneRequest(service, method string) bool { return t.desc.OneRequest(service, method) }
+
 // State is the tunnel's current state.
 func (t *Tunnel) State() TunnelState {
 	t.mu.Lock()

@@ -234,7 +234,7 @@ func (p *Pump) step(ctx context.Context) (over bool) {
 	p.mu.Lock()
 	// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
 	// A provisional target may still refuse the call: it gets no more than the log can replay.
-	for (p.target == nil || p.provisional) && p.logFull(len(f.Data)) {
+	for (p.target == nil || p.provisional) && p.logFull(f) {
 		p.mu.Unlock()
 		select {
 		case <-p.attached:
@@ -252,12 +252,17 @@ func (p *Pump) step(ctx context.Context) (over bool) {
 	return f.End
 }
 
-// logFull reports whether n more bytes would take the replay log past the limit. The first frame is
-// always kept, however large.
-func (p *Pump) logFull(n int) bool {
+// logFull reports whether f would take the replay log past the limit. The first frame is always kept,
+// however large, and so is the half-close: it is the last frame and costs the log no bytes, and a
+// gateway that reads a one-message request whole waits for it before it says tunnel_ready
+// (rpc.GatewayEagerLateReady).
+func (p *Pump) logFull(f Frame) bool {
+	if f.End {
+		return false
+	}
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
-	return !p.accepted.Load() && p.replayable && len(p.log) > 0 && p.logBytes+n > p.limit
+	return !p.accepted.Load() && p.replayable && len(p.log) > 0 && p.logBytes+len(f.Data) > p.limit
 }
 
 // record keeps f to replay while the call may still move. It is called with mu held.

@@ -270,3 +270,37 @@ func TestAttachWholeHandsTheRestToAReader(t *testing.T) {
 		target.wantEvents(t, "BEGIN a b c END")
 	})
 }
+
+// A provisional target gets the half-close even after a first message over the replay limit: the log
+// can always replay it, and a gateway that reads a one-message request whole waits for it before it
+// says it took the call. A message more waits; so does an empty one, which would grow the log too.
+func TestProvisionalTargetGetsTheHalfCloseOverTheLimit(t *testing.T) {
+	for _, end := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			p, src := startPump(t, 4)
+			target := &recordingTarget{}
+			if err := p.AttachProvisional(target); err != nil {
+				t.Fatal(err)
+			}
+			src.feed(t, "abcdef") // over the limit, and kept: the first frame
+			if end {
+				src.halfClose(t)
+				synctest.Wait()
+				target.wantEvents(t, "BEGIN abcdef END")
+				if !p.Detach() {
+					t.Fatal("the provisional call cannot be replayed")
+				}
+				return
+			}
+			src.feed(t, "")
+			synctest.Wait()
+			target.wantEvents(t, "BEGIN abcdef")
+			if src.tryFeed("g") {
+				t.Fatal("the pump read on past the replay limit with a provisional target")
+			}
+			p.Confirm()
+			synctest.Wait()
+			target.wantEvents(t, "BEGIN abcdef ")
+		})
+	}
+}

@@ -122,7 +122,11 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		return g.missed()
 	}
 	md := call.ToGateway(g.req.Metadata)
-	md.Set(rpc.GatewayEagerKey, "1")
+	if g.f.cfg.NoLateReady {
+		md.Set(rpc.GatewayEagerKey, "1")
+	} else {
+		md.Set(rpc.GatewayEagerKey, rpc.GatewayEagerLateReady)
+	}
 	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
 	g.cancel = cancel
 	cs, err := conn.NewStream(sctx, grpctool.BidiStreamDesc, g.req.FullMethod, grpctool.RawCallCodec())
@@ -145,6 +149,10 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		}
 		if err == io.EOF {
 			return status.Error(codes.Unavailable, "gateway kas ended the call without an answer")
+		}
+		if len(cs.Trailer().Get(rpc.GatewayRetryTrailerKey)) > 0 && pump.Detach() {
+			// A late tunnel_ready: the gateway's tunnel went away before the call started there.
+			return g.missed()
 		}
 		// The gateway may have started the call: it is not replayed.
 		return err

@@ -257,6 +257,8 @@ func (*fakeForwarder) Forward(context.Context, *request.Pump, registry.Sink) err
 }
 func (*fakeForwarder) AgentID() int64 { return testAgentID }
 
+func (*fakeForwarder) OneRequest(string, string) bool { return false }
+
 // --- other kas, for the Finder ---
 
 // fakeDialer dials fake gateway kas: each stream opened is handed to the test on streams, with what its
