@@ -102,3 +102,35 @@ func TestTraceCrossesKas(t *testing.T) {
 	}
 	spanNamed(t, recs[1].Ended(), "kas.find_tunnel")
 }
+
+// A kas or agent that traces nothing starts no span (tracing.Off), and the caller's trace still goes
+// through it: a traced gateway kas behind an untraced routing kas continues the caller's span, and the
+// agent's service, behind an untraced agent, sees the caller's traceparent.
+func TestTraceCrossesUntracedKasAndAgent(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Kas: func(i int, cfg *kas.Config) {
+		if i == 1 {
+			cfg.Tracer = tp.Tracer("kas")
+		}
+	}})
+	ae := c.StartAgent(1, 1)
+	ctx, caller := callerCtx(t, testCtx(t))
+	for range 2 { // searched, then eager
+		if _, err := testgrpc.NewTestServiceClient(c.Public[0]).EmptyCall(testenv.AgentCtx(ctx, 1), &testpb.Empty{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range rec.Ended() {
+		if s.Name() == "kas.gateway" && (s.SpanContext().TraceID() != caller.TraceID() || s.Parent().SpanID() != caller.SpanID()) {
+			t.Fatalf("the gateway kas's span is not a child of the caller's span behind an untraced routing kas")
+		}
+	}
+	spanNamed(t, rec.Ended(), "kas.gateway")
+	seen := ae.Service.Seen()
+	got := seen[len(seen)-1].Metadata.Get("traceparent")
+	if len(got) != 1 || !strings.Contains(got[0], caller.TraceID().String()) {
+		t.Fatalf("the service saw traceparent %v, want trace %s", got, caller.TraceID())
+	}
+}

@@ -48,6 +48,18 @@ func Provider(ctx context.Context, endpoint, service string) (trace.TracerProvid
 	return tp, tp.Shutdown, nil
 }
 
+// Off reports whether t records nothing: the no-op tracer of a kas or agentk without an OTLP endpoint.
+// Callers then start no span at all, where a no-op span would still cost a context, its options and a
+// trace-context parse per call; the trace context a caller sent travels on in the call's metadata
+// regardless, to the gateway kas and the agent's service.
+func Off(t trace.Tracer) bool {
+	_, ok := t.(noop.Tracer)
+	return ok
+}
+
+// NoSpan stands for a span that was not started because tracing is off (see Off).
+var NoSpan trace.Span = noop.Span{}
+
 // MDCarrier lets the propagator read and write gRPC metadata.
 type MDCarrier metadata.MD
 

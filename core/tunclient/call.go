@@ -80,13 +80,16 @@ func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.Re
 // (when the agent traces), the caller's deadline, and cancel. md is the request metadata with that trace
 // context in it, for services that read it from there. end cancels the context and ends the span.
 func (a *Agent) callContext(streamCtx context.Context, info *rpc.RequestInfo) (ctx context.Context, cancel context.CancelFunc, md metadata.MD, end func()) {
-	spanCtx, span := a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", info.GetMethodName())))
 	md = rpc.ValuesToMeta(info.GetMeta())
 	if md == nil {
 		md = metadata.MD{}
 	}
-	tracing.Propagator.Inject(spanCtx, tracing.MDCarrier(md))
+	spanCtx, span := streamCtx, tracing.NoSpan
+	if !tracing.Off(a.cfg.Tracer) {
+		spanCtx, span = a.cfg.Tracer.Start(tracing.Propagator.Extract(streamCtx, tracing.ValuesCarrier(info.GetMeta())), "agent.call",
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(attribute.String("rpc.method", info.GetMethodName())))
+		tracing.Propagator.Inject(spanCtx, tracing.MDCarrier(md))
+	}
 	ctx, cancel = context.WithCancel(spanCtx)
 	cancelDeadline := context.CancelFunc(func() {})
 	if dl := info.GetDeadline(); dl != nil {

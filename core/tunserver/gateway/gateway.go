@@ -82,8 +82,12 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	if err != nil {
 		return err
 	}
-	ctx, span := g.cfg.Tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.MD)), "kas.gateway",
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
+	traced := !tracing.Off(g.cfg.Tracer)
+	ctx, span := stream.Context(), tracing.NoSpan
+	if traced {
+		ctx, span = g.cfg.Tracer.Start(tracing.Propagator.Extract(ctx, tracing.MDCarrier(c.MD)), "kas.gateway",
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
+	}
 	defer func() { call.EndSpan(span, err) }()
 	// Every answer says that this kas serves eager streams: the routing kas may skip the find next time.
 	eager, lateReady := false, false
@@ -106,7 +110,10 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 			return nil
 		}
 	}
-	_, fspan := g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
+	fspan := tracing.NoSpan
+	if traced {
+		_, fspan = g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
+	}
 	watched := presence.Call{AgentID: c.AgentID, Service: c.Service, Method: c.Method}
 	unserved := presence.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
 	tun, err := presence.GetServed(ctx, h, reg, watched, g.cfg.UnservedGrace, unserved)
@@ -146,8 +153,11 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		}
 		return stream.SendMsg(gatewayFromAgent(m))
 	}
-	wctx, wspan := g.cfg.Tracer.Start(ctx, "kas.forward")
-	tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
+	wctx, wspan := ctx, tracing.NoSpan
+	if traced {
+		wctx, wspan = g.cfg.Tracer.Start(ctx, "kas.forward")
+		tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
+	}
 	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), sink)
 	call.EndSpan(wspan, err)
 	if errors.Is(err, registry.ErrRetryOtherTunnel) {

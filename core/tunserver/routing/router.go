@@ -105,8 +105,11 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 	if err != nil {
 		return err
 	}
-	ctx, span := r.cfg.Tracer.Start(tracing.Propagator.Extract(stream.Context(), tracing.MDCarrier(c.MD)), "kas.route",
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
+	ctx, span := stream.Context(), tracing.NoSpan
+	if !tracing.Off(r.cfg.Tracer) {
+		ctx, span = r.cfg.Tracer.Start(tracing.Propagator.Extract(ctx, tracing.MDCarrier(c.MD)), "kas.route",
+			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
+	}
 	defer func() { call.EndSpan(span, err) }()
 	start := time.Now()
 	if err := r.repeats.Lookup(stream.Context(), c); err != nil {
@@ -135,10 +138,13 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		} else if !retry {
 			r.metrics.found(start)
 		}
-		wctx, wspan := r.cfg.Tracer.Start(ctx, "kas.forward")
-		if gw.URL() == "" {
-			// The agent's service continues the trace under this forward.
-			tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
+		wctx, wspan := ctx, tracing.NoSpan
+		if !tracing.Off(r.cfg.Tracer) {
+			wctx, wspan = r.cfg.Tracer.Start(ctx, "kas.forward")
+			if gw.URL() == "" {
+				// The agent's service continues the trace under this forward.
+				tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
+			}
 		}
 		err = gw.Forward(wctx, pump, w)
 		call.EndSpan(wspan, err)
@@ -165,7 +171,10 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 
 // find finds the call's gateway, counted against its caller's waiting calls while it looks.
 func (r *Router) find(ctx context.Context, stream grpc.ServerStream, c call.Call, noEager bool) (Gateway, error) {
-	fctx, fspan := r.cfg.Tracer.Start(ctx, "kas.find_gateway")
+	fctx, fspan := ctx, tracing.NoSpan
+	if !tracing.Off(r.cfg.Tracer) {
+		fctx, fspan = r.cfg.Tracer.Start(ctx, "kas.find_gateway")
+	}
 	req := FindRequest{AgentID: c.AgentID, FullMethod: c.FullMethod, Service: c.Service, Method: c.Method, Metadata: c.MD, FindTimeout: r.cfg.FindTimeout, NoEager: noEager}
 	// The gateway continues the trace under this find (a copy: c.MD stays the caller's).
 	if trace.SpanContextFromContext(fctx).IsValid() {
