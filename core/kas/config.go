@@ -77,9 +77,10 @@ type Config struct {
 	// NoEagerGateway turns eager gateway streams off, both ways: this kas neither asks another kas for
 	// one nor announces that it serves them, as kas before them did (see routing.eagerGateway).
 	NoEagerGateway bool
-	// NoLateReady turns late tunnel_ready off, both ways (rpc.GatewayEagerLateReady): this kas neither
-	// offers it on its eager streams nor sends tunnel_ready late as a gateway, as kas before it did.
-	NoLateReady bool
+	// EagerGatewayV1 keeps eager streams at their first version, both ways (no late tunnel_ready and no
+	// batches, see rpc.GatewayEagerV2): this kas neither offers the second on its eager streams nor serves
+	// it as a gateway, as kas before it did. For mixed versions.
+	EagerGatewayV1 bool
 	// MaxMessageSize is the largest request or response message routed.
 	MaxMessageSize int
 

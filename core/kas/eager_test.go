@@ -128,10 +128,10 @@ func TestEagerGatewayCallerKeyIgnored(t *testing.T) {
 	}
 }
 
-// An eager stream's tunnel_ready goes late, with the answer (rpc.GatewayEagerLateReady): when the gateway's
+// An eager stream's tunnel_ready goes late, with the answer (rpc.GatewayEagerV2): when the gateway's
 // tunnel dies before the call starts, its status says so with nothing sent before it, and the routing
 // kas replays the call elsewhere.
-func TestLateReadyTunnelLossReplaysTheCall(t *testing.T) {
+func TestEagerV2TunnelLossReplaysTheCall(t *testing.T) {
 	var armed, killed atomic.Int32
 	hook := func(_ int64, kill func()) {
 		if armed.Load() == 1 && killed.CompareAndSwap(0, 1) {
@@ -154,11 +154,12 @@ func TestLateReadyTunnelLossReplaysTheCall(t *testing.T) {
 	unary(t, client, 64)
 }
 
-// Kas that do not know late tunnel_ready, on either side, still take eager streams.
-func TestLateReadyVersionSkew(t *testing.T) {
+// Kas that know only the first version of eager streams (no late tunnel_ready, no batches), on either
+// side, still take eager streams, every call shape included.
+func TestEagerV2VersionSkew(t *testing.T) {
 	for _, old := range []int{0, 1} {
 		c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Kas: func(i int, cfg *kas.Config) {
-			cfg.NoLateReady = i == old
+			cfg.EagerGatewayV1 = i == old
 		}})
 		ae := c.StartAgent(1, 1)
 		client := testgrpc.NewTestServiceClient(c.Public[0])

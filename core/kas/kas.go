@@ -161,7 +161,7 @@ func (s *Server) buildFinder(meter metric.Meter) error {
 	if s.cfg.NoEagerGateway {
 		fc.EagerTTL = -1
 	}
-	fc.NoLateReady = s.cfg.NoLateReady
+	fc.EagerV1 = s.cfg.EagerGatewayV1
 	if s.cfg.Tracker != nil {
 		dir, err := directory.New(directory.Config{
 			Tracker:         s.cfg.Tracker,

@@ -27,7 +27,7 @@ func (s *Server) newPrivateServer(creds listenerCreds, grpcMetrics *grpcprom.Ser
 		Log:              s.cfg.Log,
 		OnTunnelReady:    s.cfg.GatewayTunnelReadyHook,
 		NoEager:          s.cfg.NoEagerGateway,
-		NoLateReady:      s.cfg.NoLateReady,
+		EagerV1:          s.cfg.EagerGatewayV1,
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,9 @@
 package rpc
 
-import "google.golang.org/protobuf/proto"
+import (
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
 
 // A batched tunnel (Descriptor.batches and TunnelBatchesHeaderKey) may carry several messages of one
 // direction as one RequestBatch or ResponseBatch. The receiver unpacks them where it reads the stream,
@@ -131,6 +134,82 @@ func (b *RequestBatcher) Flush() error {
 // requestSize is about what m adds to a batch: a Message's payload is counted without encoding it.
 func requestSize(m *ConnectRequest) int {
 	if x, ok := m.GetMsg().(*ConnectRequest_Message); ok {
+		return len(x.Message.GetData()) + 8
+	}
+	return proto.Size(m) + 4
+}
+
+// Peek is the next message Recv returns from the last batch, or nil when Recv would read the stream.
+func (s *BatchedConnectServer) Peek() *ConnectRequest {
+	if len(s.in.pending) == 0 {
+		return nil
+	}
+	return s.in.pending[0]
+}
+
+// GatewayReceiver is the routing kas's end of a gateway stream: RecvPooled hands out a GatewayBatch's
+// messages one at a time, and a large lone payload pooled (see RecvGatewayPooled). Only one goroutine
+// may use it.
+type GatewayReceiver struct {
+	Stream grpc.ClientStream
+	in     unbatcher[*GatewayResponse]
+}
+
+// RecvPooled returns the next message, from the last batch or from the stream.
+func (r *GatewayReceiver) RecvPooled() (*GatewayResponse, *[]byte, error) {
+	return r.in.next(func() (*GatewayResponse, *[]byte, error) { return RecvGatewayPooled(r.Stream) }, func(m *GatewayResponse) ([]*GatewayResponse, bool) {
+		if b, ok := m.GetMsg().(*GatewayResponse_Batch); ok {
+			return b.Batch.GetMsgs(), true
+		}
+		return nil, false
+	})
+}
+
+// GatewayBatcher collects a gateway's messages to the routing kas to send them as one GatewayBatch, as
+// RequestBatcher does for an agent. The zero value with Stream set is ready; only one goroutine may use
+// it.
+type GatewayBatcher struct {
+	Stream interface{ SendMsg(any) error }
+	msgs   []*GatewayResponse
+	bytes  int
+}
+
+// Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past it
+// or past MaxBatchMessages, makes the batch go first; the large one then goes alone.
+func (b *GatewayBatcher) Send(m *GatewayResponse) error {
+	n := gatewaySize(m)
+	if b.bytes+n > BatchMaxBytes || len(b.msgs) == MaxBatchMessages {
+		if err := b.Flush(); err != nil {
+			return err
+		}
+		if n > BatchMaxBytes {
+			return b.Stream.SendMsg(m)
+		}
+	}
+	if b.msgs == nil {
+		b.msgs = make([]*GatewayResponse, 0, 4) // a small call's answer: tunnel_ready, header, message, trailer
+	}
+	b.msgs = append(b.msgs, m)
+	b.bytes += n
+	return nil
+}
+
+// Flush sends what Send kept: one message as it is, several as one batch.
+func (b *GatewayBatcher) Flush() error {
+	msgs := b.msgs
+	b.msgs, b.bytes = nil, 0
+	switch len(msgs) {
+	case 0:
+		return nil
+	case 1:
+		return b.Stream.SendMsg(msgs[0])
+	}
+	return b.Stream.SendMsg(&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}})
+}
+
+// gatewaySize is about what m adds to a batch: a Message's payload is counted without encoding it.
+func gatewaySize(m *GatewayResponse) int {
+	if x, ok := m.GetMsg().(*GatewayResponse_Message); ok {
 		return len(x.Message.GetData()) + 8
 	}
 	return proto.Size(m) + 4

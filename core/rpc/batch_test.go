@@ -4,6 +4,12 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 // recvQueue is a Connect stream that returns its messages, then err.
@@ -116,3 +122,68 @@ func TestRequestBatcherBounds(t *testing.T) {
 type sendFunc func(*ConnectRequest) error
 
 func (f sendFunc) Send(m *ConnectRequest) error { return f(m) }
+
+// gatewayQueue is a gateway stream that returns its messages, then err, and records what is sent.
+type gatewayQueue struct {
+	grpc.ClientStream
+	recvQueue[*GatewayResponse]
+	sent []*GatewayResponse
+}
+
+func (q *gatewayQueue) RecvMsg(m any) error {
+	got, err := q.recvQueue.Recv()
+	if err != nil {
+		return err
+	}
+	b, err := proto.Marshal(got)
+	if err != nil {
+		return err
+	}
+	return grpctool.RawCodec{}.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, m)
+}
+
+func (q *gatewayQueue) SendMsg(m any) error {
+	q.sent = append(q.sent, m.(*GatewayResponse))
+	return nil
+}
+
+// What a gateway batches the routing kas reads one by one, in order, and a gateway batch keeps the
+// bounds of the agent's: a large message alone, after what was kept.
+func TestGatewayBatchesRoundTrip(t *testing.T) {
+	ready := &GatewayResponse{Msg: &GatewayResponse_TunnelReady_{TunnelReady: &GatewayResponse_TunnelReady{}}}
+	hdr := &GatewayResponse{Msg: &GatewayResponse_Header{Header: &Header{}}}
+	small := &GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: []byte("hi")}}}
+	large := &GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: make([]byte, BatchMaxBytes+1)}}}
+	trl := &GatewayResponse{Msg: &GatewayResponse_Trailer{Trailer: &Trailer{}}}
+	q := &gatewayQueue{}
+	b := &GatewayBatcher{Stream: q}
+	for _, m := range []*GatewayResponse{ready, hdr, small, large, small, trl} {
+		if err := b.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(q.sent) != 3 || len(q.sent[0].GetBatch().GetMsgs()) != 3 || q.sent[1] != large || len(q.sent[2].GetBatch().GetMsgs()) != 2 {
+		t.Fatalf("sent %d messages, want a batch of 3, the large one, a batch of 2", len(q.sent))
+	}
+	end := errors.New("stream ended")
+	q.recvQueue = recvQueue[*GatewayResponse]{msgs: q.sent, err: end}
+	r := &GatewayReceiver{Stream: q}
+	var got []State
+	for {
+		m, _, err := r.RecvPooled()
+		if err != nil {
+			if err != end {
+				t.Fatalf("error %v, want the stream's", err)
+			}
+			break
+		}
+		got = append(got, GatewayState(m))
+	}
+	want := []State{StateTunnelReady, StateHeader, StateMessage, StateMessage, StateMessage, StateTrailer}
+	if !slices.Equal(got, want) {
+		t.Fatalf("gateway messages %v, want %v", got, want)
+	}
+}

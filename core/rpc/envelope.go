@@ -27,6 +27,8 @@ const (
 	connectRequestBatchField      protowire.Number = 7
 	connectRequestDescriptorField protowire.Number = 1
 	connectResponseBatchField     protowire.Number = 5
+	gatewayResponseNoTunnelField  protowire.Number = 2
+	gatewayResponseBatchField     protowire.Number = 7
 	batchMsgsField                protowire.Number = 1
 )
 
@@ -54,7 +56,7 @@ func (m *ConnectRequest) UnmarshalOwned(b []byte) (ok bool, err error) {
 	if !hasField(b, connectRequestBatchField) {
 		return m.unmarshalMessage(b), nil
 	}
-	msgs, err := parseBatch(b, connectRequestBatchField, newConnectRequest, connectRequestBatchField, connectRequestDescriptorField)
+	msgs, err := parseBatch(b, connectRequestBatchField, newConnectRequest, errBatchNesting, connectRequestBatchField, connectRequestDescriptorField)
 	if err != nil {
 		return false, err
 	}
@@ -98,7 +100,7 @@ func (m *ConnectResponse) UnmarshalOwned(b []byte) (ok bool, err error) {
 	if !hasField(b, connectResponseBatchField) {
 		return m.unmarshalMessage(b), nil
 	}
-	msgs, err := parseBatch(b, connectResponseBatchField, newConnectResponse, connectResponseBatchField)
+	msgs, err := parseBatch(b, connectResponseBatchField, newConnectResponse, errBatchNesting, connectResponseBatchField)
 	if err != nil {
 		return false, err
 	}
@@ -121,22 +123,45 @@ func (m *ConnectResponse) unmarshalMessage(b []byte) (ok bool) {
 // MarshalBuffers encodes a Message envelope without copying its payload; ok is false for every other
 // message.
 func (m *GatewayResponse) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
-	if x, isMsg := m.GetMsg().(*GatewayResponse_Message); isMsg && len(m.unknownFields) == 0 {
+	if len(m.unknownFields) != 0 {
+		return nil, false
+	}
+	switch x := m.GetMsg().(type) {
+	case *GatewayResponse_Message:
 		return envelopeBuffers(gatewayResponseMessageField, x.Message)
+	case *GatewayResponse_Batch:
+		if len(x.Batch.unknownFields) == 0 {
+			return batchBuffers(gatewayResponseBatchField, x.Batch.GetMsgs())
+		}
 	}
 	return nil, false
 }
 
-// UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b;
-// ok is false (and m untouched) otherwise. b must not change afterwards.
+// UnmarshalOwned decodes b when it is exactly a Message envelope, keeping the payload as a slice of b,
+// or a batch (see parseBatch), which it decodes or refuses; ok is false (and m untouched) for anything
+// else. b must not change afterwards.
 func (m *GatewayResponse) UnmarshalOwned(b []byte) (ok bool, err error) {
+	if !hasField(b, gatewayResponseBatchField) {
+		return m.unmarshalMessage(b), nil
+	}
+	msgs, err := parseBatch(b, gatewayResponseBatchField, newGatewayResponse, errGatewayBatchNesting, gatewayResponseBatchField, gatewayResponseNoTunnelField)
+	if err != nil {
+		return false, err
+	}
+	m.Reset()
+	m.Msg = &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}
+	return true, nil
+}
+
+// unmarshalMessage is UnmarshalOwned for a Message envelope only.
+func (m *GatewayResponse) unmarshalMessage(b []byte) (ok bool) {
 	data, ok := parseEnvelope(b, gatewayResponseMessageField)
 	if !ok {
-		return false, nil
+		return false
 	}
 	m.Reset()
 	m.Msg = &GatewayResponse_Message{Message: &Message{Data: data}}
-	return true, nil
+	return true
 }
 
 // envelopeBuffers is proto.Marshal of an envelope whose field is msg: the outer tag and length, then
@@ -275,6 +300,13 @@ func (m *ConnectResponse) envelopeData() ([]byte, protowire.Number, bool) {
 	return nil, 0, false
 }
 
+func (m *GatewayResponse) envelopeData() ([]byte, protowire.Number, bool) {
+	if x, ok := m.GetMsg().(*GatewayResponse_Message); ok && len(m.unknownFields) == 0 && len(x.Message.unknownFields) == 0 {
+		return x.Message.GetData(), gatewayResponseMessageField, true
+	}
+	return nil, 0, false
+}
+
 // envelopeSize is the encoded size of a Message envelope in field f with n bytes of payload.
 func envelopeSize(f protowire.Number, n int) int {
 	inner := 0
@@ -307,7 +339,9 @@ const MaxBatchMessages = 64
 var (
 	errBatchForm    = errors.New("tunnel batch: not one batch field holding only messages")
 	errBatchNesting = errors.New("tunnel batch: a batch or a descriptor inside a batch")
-	errBatchSize    = fmt.Errorf("tunnel batch: more than %d messages", MaxBatchMessages)
+	// errGatewayBatchNesting is errBatchNesting for a gateway stream's batch.
+	errGatewayBatchNesting = errors.New("gateway batch: a batch or no_tunnel inside a batch")
+	errBatchSize           = fmt.Errorf("tunnel batch: more than %d messages", MaxBatchMessages)
 )
 
 // hasField reports whether b, an encoded message, has a top-level field of number field. It decodes
@@ -332,6 +366,7 @@ func hasField(b []byte, field protowire.Number) bool {
 
 func newConnectRequest() *ConnectRequest   { return &ConnectRequest{} }
 func newConnectResponse() *ConnectResponse { return &ConnectResponse{} }
+func newGatewayResponse() *GatewayResponse { return &GatewayResponse{} }
 
 // batchEntry is an envelope type as a batch holds it.
 type batchEntry interface {
@@ -342,8 +377,8 @@ type batchEntry interface {
 // parseBatch decodes b, which must be exactly one field of number field holding a batch of at most
 // MaxBatchMessages entries, none of which has a top-level field in refused (a batch, a descriptor). A
 // batch in any other form is refused rather than left to protobuf, which would decode any number of
-// entries; an entry is checked before it is decoded.
-func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M, refused ...protowire.Number) ([]M, error) {
+// entries; an entry is checked before it is decoded, and one with a refused field is refused with nested.
+func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M, nested error, refused ...protowire.Number) ([]M, error) {
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || num != field || typ != protowire.BytesType {
 		return nil, errBatchForm
@@ -367,7 +402,7 @@ func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M,
 		}
 		for _, f := range refused {
 			if hasField(e, f) {
-				return nil, errBatchNesting
+				return nil, nested
 			}
 		}
 		e = e[:len(e):len(e)]

@@ -48,6 +48,13 @@ func envelopes() []envelope {
 		&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{
 			{Msg: &ConnectResponse_CallEnd{CallEnd: &CallEnd{}}}, info, respMsg(small), {Msg: &ConnectResponse_CloseSend{CloseSend: &CloseSend{}}}}}}},
 		&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{respMsg(big), respMsg(small)}}}},
+		&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: []*GatewayResponse{
+			{Msg: &GatewayResponse_TunnelReady_{TunnelReady: &GatewayResponse_TunnelReady{}}},
+			{Msg: &GatewayResponse_Header{Header: &Header{Meta: MetaToValues(map[string][]string{"k": {"v"}})}}},
+			{Msg: &GatewayResponse_Message{Message: &Message{Data: small}}},
+			{Msg: &GatewayResponse_Trailer{Trailer: &Trailer{}}}}}}},
+		&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: []*GatewayResponse{
+			{Msg: &GatewayResponse_Message{Message: &Message{Data: big}}}, {}}}}},
 	)
 	return append(out,
 		&ConnectRequest{Msg: &ConnectRequest_Message{}},
@@ -101,8 +108,11 @@ func isMessageEnvelope(m proto.Message) bool {
 		}
 		return false
 	case *GatewayResponse:
-		_, ok := x.GetMsg().(*GatewayResponse_Message)
-		return ok
+		switch x.GetMsg().(type) {
+		case *GatewayResponse_Message, *GatewayResponse_Batch:
+			return true
+		}
+		return false
 	}
 	return false
 }
@@ -131,6 +141,7 @@ func FuzzEnvelopeDecode(f *testing.F) {
 	f.Add([]byte{0x3a, 0x04, 0x0a, 0x02, 0x1a, 0x00})       // a batch of one empty Message
 	f.Add([]byte{0x3a, 0x02, 0x0a, 0x00, 0x3a, 0x00})       // the batch field twice: protobuf merges
 	f.Add([]byte{0x2a, 0x04, 0x0a, 0x02, 0x22, 0x00})       // a response batch of one call_end
+	f.Add([]byte{0x3a, 0x04, 0x0a, 0x02, 0x0a, 0x00})       // a gateway batch of one tunnel_ready
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, m := range []envelope{&ConnectRequest{}, &ConnectResponse{}, &GatewayResponse{}} {
 			fast := m.ProtoReflect().New().Interface().(envelope)
@@ -186,6 +197,24 @@ func TestBatchDecodeRefusesWhatCouldAmplify(t *testing.T) {
 	b, _ := proto.Marshal(&ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{inner}}}})
 	if ok, err := resp.UnmarshalOwned(b); ok || err == nil {
 		t.Errorf("response batch in a batch: decoded (%v, %v), want refused", ok, err)
+	}
+	gwBatch := func(msgs ...*GatewayResponse) []byte {
+		b, _ := proto.Marshal(&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}})
+		return b
+	}
+	ready := &GatewayResponse{Msg: &GatewayResponse_TunnelReady_{TunnelReady: &GatewayResponse_TunnelReady{}}}
+	manyGW := make([]*GatewayResponse, MaxBatchMessages+1)
+	for i := range manyGW {
+		manyGW[i] = &GatewayResponse{}
+	}
+	for name, b := range map[string][]byte{
+		"too many":             gwBatch(manyGW...),
+		"batch in a batch":     gwBatch(ready, &GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{}}}),
+		"no_tunnel in a batch": gwBatch(&GatewayResponse{Msg: &GatewayResponse_NoTunnel_{NoTunnel: &GatewayResponse_NoTunnel{}}}),
+	} {
+		if ok, err := (&GatewayResponse{}).UnmarshalOwned(b); ok || err == nil {
+			t.Errorf("gateway %s: decoded (%v, %v), want refused", name, ok, err)
+		}
 	}
 }
 

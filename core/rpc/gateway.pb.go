@@ -36,12 +36,16 @@ const (
 // call, or sends no_tunnel and ends the stream without reading a frame; then the routing kas replays
 // the call through the usual search. The second hop costs no round trip when the gateway has a tunnel.
 //
-// Late tunnel_ready. An eager request whose kas-hop-gateway-eager value is 2 offers it: then, for a method the
-// agent's tunnel says takes one request, the gateway reads the request and its half-close when it starts
-// the call and sends tunnel_ready just before the agent's first message instead of at once (the order
-// does not change). Until tunnel_ready the call may still be replayed: a gateway status with the
-// kas-hop-gateway-retry trailer says the tunnel went away before the call started. The routing kas sends
-// the half-close of a provisional call even past the replay limit, so that the gateway never waits for it.
+// Eager streams, second version: an eager request whose kas-hop-gateway-eager value is 2 offers two more
+// things (a gateway that knows only the first version takes any value for 1).
+//   - Late tunnel_ready: for a method the agent's tunnel says takes one request, the gateway reads the
+//     request and its half-close when it starts the call and sends tunnel_ready just before the agent's
+//     first message instead of at once (the order does not change). Until tunnel_ready the call may still
+//     be replayed: a gateway status with the kas-hop-gateway-retry trailer says the tunnel went away
+//     before the call started. The routing kas sends the half-close of a provisional call even past the
+//     replay limit, so that the gateway never waits for it.
+//   - Batches: what the agent sent as one batch (a small call's whole answer) goes on as one GatewayBatch,
+//     with tunnel_ready first when it is late, instead of a gRPC message each.
 type StartStreaming struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -81,7 +85,7 @@ func (*StartStreaming) Descriptor() ([]byte, []int) {
 // GatewayResponse is one message from the gateway kas to the routing kas.
 //
 // Order: [no_tunnel], tunnel_ready, header, message*, trailer, [error], EOF; or tunnel_ready, error, EOF.
-// On an eager stream also: no_tunnel, EOF.
+// On an eager stream also: no_tunnel, EOF. A batch's messages count one by one, in this order.
 type GatewayResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -92,6 +96,7 @@ type GatewayResponse struct {
 	//	*GatewayResponse_Message
 	//	*GatewayResponse_Trailer
 	//	*GatewayResponse_Error
+	//	*GatewayResponse_Batch
 	Msg           isGatewayResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -188,6 +193,15 @@ func (x *GatewayResponse) GetError() *Error {
 	return nil
 }
 
+func (x *GatewayResponse) GetBatch() *GatewayBatch {
+	if x != nil {
+		if x, ok := x.Msg.(*GatewayResponse_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isGatewayResponse_Msg interface {
 	isGatewayResponse_Msg()
 }
@@ -216,6 +230,10 @@ type GatewayResponse_Error struct {
 	Error *Error `protobuf:"bytes,6,opt,name=error,proto3,oneof"`
 }
 
+type GatewayResponse_Batch struct {
+	Batch *GatewayBatch `protobuf:"bytes,7,opt,name=batch,proto3,oneof"` // eager streams of the second version only
+}
+
 func (*GatewayResponse_TunnelReady_) isGatewayResponse_Msg() {}
 
 func (*GatewayResponse_NoTunnel_) isGatewayResponse_Msg() {}
@@ -228,6 +246,54 @@ func (*GatewayResponse_Trailer) isGatewayResponse_Msg() {}
 
 func (*GatewayResponse_Error) isGatewayResponse_Msg() {}
 
+func (*GatewayResponse_Batch) isGatewayResponse_Msg() {}
+
+// GatewayBatch is several gateway messages sent as one. It never holds a batch or no_tunnel (either
+// breaks the protocol), nor more than 64 messages.
+type GatewayBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Msgs          []*GatewayResponse     `protobuf:"bytes,1,rep,name=msgs,proto3" json:"msgs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayBatch) Reset() {
+	*x = GatewayBatch{}
+	mi := &file_core_rpc_gateway_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayBatch) ProtoMessage() {}
+
+func (x *GatewayBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_gateway_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayBatch.ProtoReflect.Descriptor instead.
+func (*GatewayBatch) Descriptor() ([]byte, []int) {
+	return file_core_rpc_gateway_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *GatewayBatch) GetMsgs() []*GatewayResponse {
+	if x != nil {
+		return x.Msgs
+	}
+	return nil
+}
+
 // NoTunnel: no tunnel was available at once; the gateway keeps waiting for one.
 type GatewayResponse_NoTunnel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -237,7 +303,7 @@ type GatewayResponse_NoTunnel struct {
 
 func (x *GatewayResponse_NoTunnel) Reset() {
 	*x = GatewayResponse_NoTunnel{}
-	mi := &file_core_rpc_gateway_proto_msgTypes[2]
+	mi := &file_core_rpc_gateway_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +315,7 @@ func (x *GatewayResponse_NoTunnel) String() string {
 func (*GatewayResponse_NoTunnel) ProtoMessage() {}
 
 func (x *GatewayResponse_NoTunnel) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_gateway_proto_msgTypes[2]
+	mi := &file_core_rpc_gateway_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -274,7 +340,7 @@ type GatewayResponse_TunnelReady struct {
 
 func (x *GatewayResponse_TunnelReady) Reset() {
 	*x = GatewayResponse_TunnelReady{}
-	mi := &file_core_rpc_gateway_proto_msgTypes[3]
+	mi := &file_core_rpc_gateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -286,7 +352,7 @@ func (x *GatewayResponse_TunnelReady) String() string {
 func (*GatewayResponse_TunnelReady) ProtoMessage() {}
 
 func (x *GatewayResponse_TunnelReady) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_gateway_proto_msgTypes[3]
+	mi := &file_core_rpc_gateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,18 +373,21 @@ var File_core_rpc_gateway_proto protoreflect.FileDescriptor
 const file_core_rpc_gateway_proto_rawDesc = "" +
 	"\n" +
 	"\x16core/rpc/gateway.proto\x12\x12tunnelbench.rpc.v1\x1a\x15core/rpc/tunnel.proto\"\x10\n" +
-	"\x0eStartStreaming\"\xb1\x03\n" +
+	"\x0eStartStreaming\"\xeb\x03\n" +
 	"\x0fGatewayResponse\x12T\n" +
 	"\ftunnel_ready\x18\x01 \x01(\v2/.tunnelbench.rpc.v1.GatewayResponse.TunnelReadyH\x00R\vtunnelReady\x12K\n" +
 	"\tno_tunnel\x18\x02 \x01(\v2,.tunnelbench.rpc.v1.GatewayResponse.NoTunnelH\x00R\bnoTunnel\x124\n" +
 	"\x06header\x18\x03 \x01(\v2\x1a.tunnelbench.rpc.v1.HeaderH\x00R\x06header\x127\n" +
 	"\amessage\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x127\n" +
 	"\atrailer\x18\x05 \x01(\v2\x1b.tunnelbench.rpc.v1.TrailerH\x00R\atrailer\x121\n" +
-	"\x05error\x18\x06 \x01(\v2\x19.tunnelbench.rpc.v1.ErrorH\x00R\x05error\x1a\n" +
+	"\x05error\x18\x06 \x01(\v2\x19.tunnelbench.rpc.v1.ErrorH\x00R\x05error\x128\n" +
+	"\x05batch\x18\a \x01(\v2 .tunnelbench.rpc.v1.GatewayBatchH\x00R\x05batch\x1a\n" +
 	"\n" +
 	"\bNoTunnel\x1a\r\n" +
 	"\vTunnelReadyB\x05\n" +
-	"\x03msgB-Z+github.com/tunnelbench/tunnelbench/core/rpcb\x06proto3"
+	"\x03msg\"G\n" +
+	"\fGatewayBatch\x127\n" +
+	"\x04msgs\x18\x01 \x03(\v2#.tunnelbench.rpc.v1.GatewayResponseR\x04msgsB-Z+github.com/tunnelbench/tunnelbench/core/rpcb\x06proto3"
 
 var (
 	file_core_rpc_gateway_proto_rawDescOnce sync.Once
@@ -332,29 +401,32 @@ func file_core_rpc_gateway_proto_rawDescGZIP() []byte {
 	return file_core_rpc_gateway_proto_rawDescData
 }
 
-var file_core_rpc_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_core_rpc_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_core_rpc_gateway_proto_goTypes = []any{
 	(*StartStreaming)(nil),              // 0: tunnelbench.rpc.v1.StartStreaming
 	(*GatewayResponse)(nil),             // 1: tunnelbench.rpc.v1.GatewayResponse
-	(*GatewayResponse_NoTunnel)(nil),    // 2: tunnelbench.rpc.v1.GatewayResponse.NoTunnel
-	(*GatewayResponse_TunnelReady)(nil), // 3: tunnelbench.rpc.v1.GatewayResponse.TunnelReady
-	(*Header)(nil),                      // 4: tunnelbench.rpc.v1.Header
-	(*Message)(nil),                     // 5: tunnelbench.rpc.v1.Message
-	(*Trailer)(nil),                     // 6: tunnelbench.rpc.v1.Trailer
-	(*Error)(nil),                       // 7: tunnelbench.rpc.v1.Error
+	(*GatewayBatch)(nil),                // 2: tunnelbench.rpc.v1.GatewayBatch
+	(*GatewayResponse_NoTunnel)(nil),    // 3: tunnelbench.rpc.v1.GatewayResponse.NoTunnel
+	(*GatewayResponse_TunnelReady)(nil), // 4: tunnelbench.rpc.v1.GatewayResponse.TunnelReady
+	(*Header)(nil),                      // 5: tunnelbench.rpc.v1.Header
+	(*Message)(nil),                     // 6: tunnelbench.rpc.v1.Message
+	(*Trailer)(nil),                     // 7: tunnelbench.rpc.v1.Trailer
+	(*Error)(nil),                       // 8: tunnelbench.rpc.v1.Error
 }
 var file_core_rpc_gateway_proto_depIdxs = []int32{
-	3, // 0: tunnelbench.rpc.v1.GatewayResponse.tunnel_ready:type_name -> tunnelbench.rpc.v1.GatewayResponse.TunnelReady
-	2, // 1: tunnelbench.rpc.v1.GatewayResponse.no_tunnel:type_name -> tunnelbench.rpc.v1.GatewayResponse.NoTunnel
-	4, // 2: tunnelbench.rpc.v1.GatewayResponse.header:type_name -> tunnelbench.rpc.v1.Header
-	5, // 3: tunnelbench.rpc.v1.GatewayResponse.message:type_name -> tunnelbench.rpc.v1.Message
-	6, // 4: tunnelbench.rpc.v1.GatewayResponse.trailer:type_name -> tunnelbench.rpc.v1.Trailer
-	7, // 5: tunnelbench.rpc.v1.GatewayResponse.error:type_name -> tunnelbench.rpc.v1.Error
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 0: tunnelbench.rpc.v1.GatewayResponse.tunnel_ready:type_name -> tunnelbench.rpc.v1.GatewayResponse.TunnelReady
+	3, // 1: tunnelbench.rpc.v1.GatewayResponse.no_tunnel:type_name -> tunnelbench.rpc.v1.GatewayResponse.NoTunnel
+	5, // 2: tunnelbench.rpc.v1.GatewayResponse.header:type_name -> tunnelbench.rpc.v1.Header
+	6, // 3: tunnelbench.rpc.v1.GatewayResponse.message:type_name -> tunnelbench.rpc.v1.Message
+	7, // 4: tunnelbench.rpc.v1.GatewayResponse.trailer:type_name -> tunnelbench.rpc.v1.Trailer
+	8, // 5: tunnelbench.rpc.v1.GatewayResponse.error:type_name -> tunnelbench.rpc.v1.Error
+	2, // 6: tunnelbench.rpc.v1.GatewayResponse.batch:type_name -> tunnelbench.rpc.v1.GatewayBatch
+	1, // 7: tunnelbench.rpc.v1.GatewayBatch.msgs:type_name -> tunnelbench.rpc.v1.GatewayResponse
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_core_rpc_gateway_proto_init() }
@@ -370,6 +442,7 @@ func file_core_rpc_gateway_proto_init() {
 		(*GatewayResponse_Message)(nil),
 		(*GatewayResponse_Trailer)(nil),
 		(*GatewayResponse_Error)(nil),
+		(*GatewayResponse_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -377,7 +450,7 @@ func file_core_rpc_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_rpc_gateway_proto_rawDesc), len(file_core_rpc_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -55,15 +55,17 @@ const (
 	// without start_streaming, or answers no_tunnel and ends the stream without reading a frame. A
 	// routing kas asks only a gateway that announced it, so kas of different versions work together.
 	GatewayEagerKey = RoutingHopPrefix + "gateway-eager"
-	// GatewayEagerLateReady, as GatewayEagerKey's value in a routing kas's request (any value asks for an
-	// eager stream), also lets the gateway send tunnel_ready with the answer's first message instead of
-	// when it takes the call, for a call whose whole request (one message and the half-close) it reads
-	// at once: the agent's tunnel says the method takes one request. The routing kas has then sent
-	// everything, so it has nothing to wait for; one write and one wake-up of each kas fewer per call. A
+	// GatewayEagerV2, as GatewayEagerKey's value in a routing kas's request (a gateway that knows only the
+	// first version takes any value for an eager stream), offers the second version of eager streams: a
+	// late tunnel_ready and batches (see gateway.proto). Late tunnel_ready: for a call whose whole request
+	// (one message and the half-close) the gateway reads at once, because the agent's tunnel says the
+	// method takes one request, tunnel_ready goes with the answer's first message instead of when the
+	// gateway takes the call; the routing kas has then sent everything and has nothing to wait for. A
 	// gateway status with GatewayRetryTrailerKey before tunnel_ready then means that the call did not
-	// start and may be replayed. A gateway that does not know this value sends tunnel_ready at once, as
-	// before. A value rather than a key of its own: no more header bytes to send and parse per call.
-	GatewayEagerLateReady = "2"
+	// start and may be replayed. Batches: what the agent sent as one batch goes on as one GatewayBatch.
+	// Together, one write and one wake-up of each kas, and three gRPC messages, fewer per small call. A
+	// value rather than a key of its own: no more header bytes to send and parse per call.
+	GatewayEagerV2 = "2"
 	// GatewayUnservedTrailerKey is set by a gateway kas whose Unimplemented status says that the
 	// agent's tunnels there do not serve the method (rather than any other Unimplemented on the way).
 	GatewayUnservedTrailerKey = RoutingHopPrefix + "gateway-unserved"

@@ -228,6 +228,8 @@ func GatewayState(m *GatewayResponse) State {
 		return StateTrailer
 	case *GatewayResponse_Error:
 		return StateError
+	case *GatewayResponse_Batch:
+		return StateBatch
 	default:
 		return StateEmpty
 	}

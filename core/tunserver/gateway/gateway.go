@@ -47,9 +47,9 @@ type Config struct {
 	// NoEager: serve as kas before eager streams did: never announce them, and read start_streaming
 	// first on every stream.
 	NoEager bool
-	// NoLateReady: send tunnel_ready when the call is taken even when the routing kas offers to take it
-	// with the answer (rpc.GatewayEagerLateReady), as kas before it did.
-	NoLateReady bool
+	// EagerV1: serve eager streams as their first version only, as kas before the second did: tunnel_ready
+	// when the call is taken and no batches, whatever the routing kas offers (rpc.GatewayEagerV2).
+	EagerV1 bool
 }
 
 // Handler serves the private API: a routing kas asks for a tunnel to an agent and, once it picked this
@@ -90,14 +90,14 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	}
 	defer func() { call.EndSpan(span, err) }()
 	// Every answer says that this kas serves eager streams: the routing kas may skip the find next time.
-	eager, lateReady := false, false
+	eager, v2 := false, false
 	if !g.cfg.NoEager {
 		if err := stream.SetHeader(eagerHeader); err != nil {
 			return err
 		}
 		v := c.MD.Get(rpc.GatewayEagerKey)
 		eager = len(v) > 0
-		lateReady = eager && !g.cfg.NoLateReady && v[0] == rpc.GatewayEagerLateReady
+		v2 = eager && !g.cfg.EagerV1 && v[0] == rpc.GatewayEagerV2
 	}
 	found, h := reg.FindTunnel(c.AgentID, c.Service, c.Method)
 	defer h.Done()
@@ -128,9 +128,9 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		return err
 	}
 	// A late ready goes with the answer's first message: the routing kas sent the whole request already.
-	ready := readySender{stream: stream}
-	if !lateReady || !tun.OneRequest(c.Service, c.Method) {
-		if err := ready.send(); err != nil {
+	out := &answer{stream: stream, batches: v2, batcher: rpc.GatewayBatcher{Stream: stream}}
+	if !v2 || !tun.OneRequest(c.Service, c.Method) {
+		if err := out.ready(); err != nil {
 			return err
 		}
 	}
@@ -143,22 +143,12 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 			return err
 		}
 	}
-	sink := func(m *rpc.ConnectRequest, pooled *[]byte) error {
-		if err := ready.send(); err != nil {
-			return err
-		}
-		if pooled != nil && m.GetMessage() != nil {
-			// gRPC puts the buffer back once written.
-			return stream.SendMsg(&rpc.PooledGatewayMessage{Data: pooled, Pool: grpctool.PayloadPool})
-		}
-		return stream.SendMsg(gatewayFromAgent(m))
-	}
 	wctx, wspan := ctx, tracing.NoSpan
 	if traced {
 		wctx, wspan = g.cfg.Tracer.Start(ctx, "kas.forward")
 		tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
 	}
-	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), sink)
+	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), out.send)
 	call.EndSpan(wspan, err)
 	if errors.Is(err, registry.ErrRetryOtherTunnel) {
 		// The routing kas kept the request: it sends the call to another tunnel, here or elsewhere.
@@ -186,20 +176,55 @@ func recvStartStreaming(stream grpc.ServerStream) error {
 	return nil
 }
 
-// readySender sends tunnel_ready once. The sink calls it on the tunnel's reader before every message, and
-// the handler before the call when tunnel_ready does not wait for the answer: never both at once, since
-// the call starts after the handler's.
-type readySender struct {
-	stream grpc.ServerStream
-	sent   bool
+// answer sends the call to the routing kas: tunnel_ready once, then the agent's answer (it is the
+// tunnel's sink). On a stream of the second eager version (rpc.GatewayEagerV2) what the agent sent as one
+// batch goes on as one, a late tunnel_ready first. The handler calls ready before the call when
+// tunnel_ready does not wait for the answer, the tunnel's reader send during the call: never both at once.
+type answer struct {
+	stream    grpc.ServerStream
+	readySent bool
+	batches   bool
+	batcher   rpc.GatewayBatcher
 }
 
-func (r *readySender) send() error {
-	if r.sent {
+// ready sends tunnel_ready now, unless it went already.
+func (a *answer) ready() error {
+	if a.readySent {
 		return nil
 	}
-	r.sent = true
-	return r.stream.SendMsg(gatewayTunnelReady)
+	a.readySent = true
+	return a.stream.SendMsg(gatewayTunnelReady)
+}
+
+// send is the tunnel's sink (registry.Sink).
+func (a *answer) send(m *rpc.ConnectRequest, pooled *[]byte, more bool) error {
+	if !a.batches {
+		if err := a.ready(); err != nil {
+			return err
+		}
+	} else if !a.readySent {
+		a.readySent = true
+		if err := a.batcher.Send(gatewayTunnelReady); err != nil {
+			return err
+		}
+	}
+	if pooled != nil && m.GetMessage() != nil {
+		// Never batched (it is larger than a batch takes). gRPC puts the buffer back once written.
+		if err := a.batcher.Flush(); err != nil {
+			return err
+		}
+		return a.stream.SendMsg(&rpc.PooledGatewayMessage{Data: pooled, Pool: grpctool.PayloadPool})
+	}
+	if !a.batches {
+		return a.stream.SendMsg(gatewayFromAgent(m))
+	}
+	if err := a.batcher.Send(gatewayFromAgent(m)); err != nil {
+		return err
+	}
+	if more {
+		return nil
+	}
+	return a.batcher.Flush()
 }
 
 var eagerHeader = metadata.Pairs(rpc.GatewayEagerKey, "1")

@@ -56,7 +56,7 @@ func TestCallerGoneBeforeTheCallReachedTheTunnel(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		pump := request.Start(silentCaller{ctx: ctx}, &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, request.DefaultReplayLimit)
-		if err := fw.Forward(ctx, pump, func(*rpc.ConnectRequest, *[]byte) error { return nil }); !errors.Is(err, context.Canceled) {
+		if err := fw.Forward(ctx, pump, func(*rpc.ConnectRequest, *[]byte, bool) error { return nil }); !errors.Is(err, context.Canceled) {
 			t.Fatalf("run %d: Forward: %v, want the caller's end", i, err)
 		}
 		h.Done()
@@ -106,7 +106,7 @@ func TestCallEndedBeforeAttachSendsNothing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pump := request.Start(silentCaller{ctx: ctx}, &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, request.DefaultReplayLimit)
-	fwd := newForwarding(pump, func(*rpc.ConnectRequest, *[]byte) error { return nil }, true)
+	fwd := newForwarding(pump, func(*rpc.ConnectRequest, *[]byte, bool) error { return nil }, true)
 	if err := tun.startForwarding(r, fwd); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,11 @@ import (
 // Sink takes the agent's answer to a call, one message at a time, for the caller. pooled, when set, is
 // the buffer of grpctool.PayloadPool that m's payload is, and the sink owns it (see grpctool.RawFrame's
 // Pooled): nothing else reads that payload after the sink returned.
-type Sink func(m *rpc.ConnectRequest, pooled *[]byte) error
+//
+// more reports that the agent sent more of the call's answer with m, in the same batch, which the sink
+// gets at once: it may hold m to send them together, and must send what it holds when a call has more
+// false (the last message of a batch, or the one before the agent's call_end, which no sink gets).
+type Sink func(m *rpc.ConnectRequest, pooled *[]byte, more bool) error
 
 // ErrRetryOtherTunnel: the tunnel could not take the call, and nothing the agent did with it can have had
 // an effect; the call may go to another tunnel.
@@ -56,7 +60,7 @@ func (t *Tunnel) readLoop(r *Registry) {
 	var fwd *forwarding
 	for {
 		msg, pooled, err := rpc.RecvRequestPooled(t.stream)
-		res := recvResult{msg: msg, pooled: pooled, err: err}
+		res := recvResult{msg: msg, pooled: pooled, err: err, more: t.moreForSink()}
 		if fwd == nil {
 			if fwd = r.onReaderResult(t, res); fwd == nil {
 				return
@@ -80,6 +84,18 @@ func (t *Tunnel) readLoop(r *Registry) {
 		r.agentEndedCall(t, fwd)
 		fwd = nil
 	}
+}
+
+// moreForSink reports whether the message just received has another of the call's answer right behind
+// it in the same batch (a sink may then hold it; see Sink): anything but a call_end, which the reader
+// handles itself.
+func (t *Tunnel) moreForSink() bool {
+	b, ok := t.stream.(interface{ Peek() *rpc.ConnectRequest })
+	if !ok {
+		return false
+	}
+	next := b.Peek()
+	return next != nil && rpc.AgentState(next) != rpc.StateCallEnd
 }
 
 // verdict is how a call ended from the tunnel's side.
@@ -171,7 +187,7 @@ func (f *forwarding) handle(res recvResult) (v verdict, over bool) {
 	if f.kasEnded {
 		return verdict{}, false // the rest of a call kas ended: dropped until the agent's call_end
 	}
-	if err := f.sink(res.msg, res.pooled); err != nil {
+	if err := f.sink(res.msg, res.pooled, res.more); err != nil {
 		f.kasEnded = f.reuse // nothing more goes to a caller that could not take this
 		return verdict{kind: verdictCallerGone, err: err}, !f.reuse
 	}

@@ -71,7 +71,9 @@ type recvResult struct {
 	// pooled is the buffer of msg's payload when it is pooled (see rpc.PooledRequestReceiver); only a
 	// sink hands it on, anything else leaves it to the garbage collector.
 	pooled *[]byte
-	err    error
+	// more: the agent sent more of the call's answer in the same batch, which follows at once (see Sink).
+	more bool
+	err  error
 }
 
 // Tunnel is kas's end of one Connect stream from an agent.

@@ -72,7 +72,7 @@ func TestWholeRequestLeavesAsOneBatch(t *testing.T) {
 			caller := &scriptedCaller{ctx: ctx, frames: [][]byte{[]byte("header"), []byte("end")}}
 			pump := request.Start(caller, &rpc.RequestInfo{MethodName: "/" + testService + "/M"}, request.DefaultReplayLimit)
 			done := make(chan error, 1)
-			go func() { done <- fw.Forward(ctx, pump, func(*rpc.ConnectRequest, *[]byte) error { return nil }) }()
+			go func() { done <- fw.Forward(ctx, pump, func(*rpc.ConnectRequest, *[]byte, bool) error { return nil }) }()
 			deadline := time.Now().Add(waitBound)
 			for states := 0; states < 4; {
 				states = 0

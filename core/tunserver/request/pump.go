@@ -255,7 +255,7 @@ func (p *Pump) step(ctx context.Context) (over bool) {
 // logFull reports whether f would take the replay log past the limit. The first frame is always kept,
 // however large, and so is the half-close: it is the last frame and costs the log no bytes, and a
 // gateway that reads a one-message request whole waits for it before it says tunnel_ready
-// (rpc.GatewayEagerLateReady).
+// (rpc.GatewayEagerV2).
 func (p *Pump) logFull(f Frame) bool {
 	if f.End {
 		return false

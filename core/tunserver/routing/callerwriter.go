@@ -16,8 +16,8 @@ type callerWriter struct {
 }
 
 // agentMessage writes one message of the agent's answer (the sink of a local tunnel, see
-// registry.Sink).
-func (w *callerWriter) agentMessage(m *rpc.ConnectRequest, pooled *[]byte) error {
+// registry.Sink; each goes at once: gRPC's writer already gathers what is written together).
+func (w *callerWriter) agentMessage(m *rpc.ConnectRequest, pooled *[]byte, _ bool) error {
 	switch x := m.GetMsg().(type) {
 	case *rpc.ConnectRequest_Header:
 		return w.header(x.Header)

@@ -122,10 +122,10 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		return g.missed()
 	}
 	md := call.ToGateway(g.req.Metadata)
-	if g.f.cfg.NoLateReady {
+	if g.f.cfg.EagerV1 {
 		md.Set(rpc.GatewayEagerKey, "1")
 	} else {
-		md.Set(rpc.GatewayEagerKey, rpc.GatewayEagerLateReady)
+		md.Set(rpc.GatewayEagerKey, rpc.GatewayEagerV2)
 	}
 	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
 	g.cancel = cancel
@@ -141,8 +141,9 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 	_ = pump.AttachProvisional(&gatewayTarget{cs: cs})
 	defer pump.Detach()
 	checker := rpc.NewChecker(rpc.GatewayToRoutingEager)
-	var m rpc.GatewayResponse
-	if err := cs.RecvMsg(&m); err != nil {
+	in := &rpc.GatewayReceiver{Stream: cs}
+	m, _, err := in.RecvPooled()
+	if err != nil {
 		g.f.lastGW.forget(g.req.AgentID, g.url)
 		if ctx.Err() != nil {
 			return status.FromContextError(ctx.Err()).Err()
@@ -157,7 +158,7 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		// The gateway may have started the call: it is not replayed.
 		return err
 	}
-	if err := checker.Next(rpc.GatewayState(&m)); err != nil {
+	if err := checker.Next(rpc.GatewayState(m)); err != nil {
 		g.f.lastGW.forget(g.req.AgentID, g.url)
 		return status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
 	}
@@ -174,7 +175,7 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 	if g.ready != nil {
 		g.ready()
 	}
-	return relayGateway(ctx, w, cs, pump, checker)
+	return relayGateway(ctx, w, in, pump, checker)
 }
 
 func (g *eagerGateway) missed() error {

@@ -126,9 +126,9 @@ type FinderConfig struct {
 	// EagerTTL is how long the gateway where an agent was found is asked first, alone and without a
 	// round trip (see eagerGateway). Zero means DefaultEagerTTL; negative turns eager streams off.
 	EagerTTL time.Duration
-	// NoLateReady: eager streams do not offer a late tunnel_ready (rpc.GatewayEagerLateReady), as kas
-	// before it did. For mixed versions.
-	NoLateReady bool
+	// EagerV1: eager streams offer only their first version (no late tunnel_ready, no batches; see
+	// rpc.GatewayEagerV2), as kas before the second did. For mixed versions.
+	EagerV1 bool
 	// UnservedGrace: a call whose agent is connected, with tunnels none of which serve the method,
 	// fails with Unimplemented after this grace (see presence.WatchUnserved) instead of waiting the
 	// whole find timeout. Zero means presence.DefaultUnservedGrace; negative waits the find timeout.

@@ -22,14 +22,15 @@ func forwardRemote(ctx context.Context, w *callerWriter, gw grpc.ClientStream, p
 	defer pump.Detach()
 	checker := rpc.NewChecker(rpc.GatewayToRouting)
 	_ = checker.Next(rpc.StateTunnelReady)
-	return relayGateway(ctx, w, gw, pump, checker)
+	return relayGateway(ctx, w, &rpc.GatewayReceiver{Stream: gw}, pump, checker)
 }
 
 // relayGateway passes the gateway's answer to the caller, from tunnel_ready on (checker's state).
-func relayGateway(ctx context.Context, w *callerWriter, gw grpc.ClientStream, pump *request.Pump, checker rpc.Checker) error {
+func relayGateway(ctx context.Context, w *callerWriter, in *rpc.GatewayReceiver, pump *request.Pump, checker rpc.Checker) error {
+	gw := in.Stream
 	accepted := false
 	for {
-		m, pooled, err := rpc.RecvGatewayPooled(gw)
+		m, pooled, err := in.RecvPooled()
 		if err == io.EOF {
 			if err := checker.Next(rpc.StateEOF); err != nil {
 				return status.Errorf(codes.Unavailable, "gateway kas ended the call without an answer: %v", status.Convert(err).Message())

@@ -144,7 +144,7 @@ func agentAnswer(w *callerWriter, data string, st *status.Status) error {
 		msgs = append(msgs, &rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Error{Error: &rpc.Error{Status: st.Proto()}}})
 	}
 	for _, m := range msgs {
-		if err := w.agentMessage(m, nil); err != nil {
+		if err := w.agentMessage(m, nil, false); err != nil {
 			return err
 		}
 	}
