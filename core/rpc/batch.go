@@ -147,18 +147,20 @@ func (s *BatchedConnectServer) Peek() *ConnectRequest {
 	return s.in.pending[0]
 }
 
-// GatewayReceiver is the routing kas's end of a gateway stream: RecvPooled hands out a GatewayBatch's
-// messages one at a time, and a large lone payload pooled (see RecvGatewayPooled). Only one goroutine
-// may use it.
+// GatewayReceiver is the routing kas's end of a gateway stream: RecvPooled hands out a large lone
+// payload pooled (see RecvGatewayPooled) and, on a stream that offered them (Batches), a GatewayBatch's
+// messages one at a time; elsewhere a batch comes out as it is, as StateBatch, which no table allows.
+// Only one goroutine may use it.
 type GatewayReceiver struct {
-	Stream grpc.ClientStream
-	in     unbatcher[*GatewayResponse]
+	Stream  grpc.ClientStream
+	Batches bool
+	in      unbatcher[*GatewayResponse]
 }
 
 // RecvPooled returns the next message, from the last batch or from the stream.
 func (r *GatewayReceiver) RecvPooled() (*GatewayResponse, *[]byte, error) {
 	return r.in.next(func() (*GatewayResponse, *[]byte, error) { return RecvGatewayPooled(r.Stream) }, func(m *GatewayResponse) ([]*GatewayResponse, bool) {
-		if b, ok := m.GetMsg().(*GatewayResponse_Batch); ok {
+		if b, ok := m.GetMsg().(*GatewayResponse_Batch); ok && r.Batches {
 			return b.Batch.GetMsgs(), true
 		}
 		return nil, false

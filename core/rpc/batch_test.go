@@ -170,7 +170,7 @@ func TestGatewayBatchesRoundTrip(t *testing.T) {
 	}
 	end := errors.New("stream ended")
 	q.recvQueue = recvQueue[*GatewayResponse]{msgs: q.sent, err: end}
-	r := &GatewayReceiver{Stream: q}
+	r := &GatewayReceiver{Stream: q, Batches: true}
 	var got []State
 	for {
 		m, _, err := r.RecvPooled()
@@ -185,5 +185,10 @@ func TestGatewayBatchesRoundTrip(t *testing.T) {
 	want := []State{StateTunnelReady, StateHeader, StateMessage, StateMessage, StateMessage, StateTrailer}
 	if !slices.Equal(got, want) {
 		t.Fatalf("gateway messages %v, want %v", got, want)
+	}
+	// On a stream that did not offer batches, a batch is a protocol violation for the state table.
+	q.recvQueue = recvQueue[*GatewayResponse]{msgs: q.sent[:1], err: end}
+	if m, _, err := (&GatewayReceiver{Stream: q}).RecvPooled(); err != nil || GatewayState(m) != StateBatch {
+		t.Fatalf("a batch on a stream without batches: %v, %v; want it whole, as StateBatch", m, err)
 	}
 }

@@ -41,8 +41,8 @@ type Config struct {
 	Tracer trace.Tracer
 	Log    *slog.Logger
 	// OnTunnelReady, when set, is called after tunnel_ready is sent (or, when it goes late, would be) and
-	// before start_streaming is read and the call starts, with the agent id and a function that breaks the found tunnel: tests use it to make that race
-	// happen on purpose. Nil in production.
+	// before start_streaming is read and the call starts, with the agent id and a function that breaks
+	// the found tunnel: tests use it to make that race happen on purpose. Nil in production.
 	OnTunnelReady func(agentID int64, breakTunnel func())
 	// NoEager: serve as kas before eager streams did: never announce them, and read start_streaming
 	// first on every stream.

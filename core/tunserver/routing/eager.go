@@ -141,7 +141,7 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 	_ = pump.AttachProvisional(&gatewayTarget{cs: cs})
 	defer pump.Detach()
 	checker := rpc.NewChecker(rpc.GatewayToRoutingEager)
-	in := &rpc.GatewayReceiver{Stream: cs}
+	in := &rpc.GatewayReceiver{Stream: cs, Batches: !g.f.cfg.EagerV1}
 	m, _, err := in.RecvPooled()
 	if err != nil {
 		g.f.lastGW.forget(g.req.AgentID, g.url)
