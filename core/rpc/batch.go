@@ -94,41 +94,59 @@ type RequestBatcher struct {
 	Stream interface {
 		Send(*ConnectRequest) error
 	}
-	msgs  []*ConnectRequest
-	bytes int
+	kept batcher[*ConnectRequest]
 }
 
 // Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past it
 // or past MaxBatchMessages, makes the batch go first; the large one then goes alone.
 func (b *RequestBatcher) Send(m *ConnectRequest) error {
-	n := requestSize(m)
+	return b.kept.send(m, requestSize(m), b.Flush, b.Stream.Send)
+}
+
+// Flush sends what Send kept: one message as it is, several as one batch.
+func (b *RequestBatcher) Flush() error {
+	return b.kept.flush(b.Stream.Send, func(msgs []*ConnectRequest) *ConnectRequest {
+		return &ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}
+	})
+}
+
+// batcher is what RequestBatcher and GatewayBatcher share: the messages kept to leave as one batch.
+type batcher[M any] struct {
+	msgs  []M
+	bytes int
+}
+
+// send keeps m, about n bytes of a batch, for flush. A message larger than BatchMaxBytes, or one that
+// would take the batch past it or past MaxBatchMessages, makes the batch go first (flush); the large one
+// then goes alone (one).
+func (b *batcher[M]) send(m M, n int, flush func() error, one func(M) error) error {
 	if b.bytes+n > BatchMaxBytes || len(b.msgs) == MaxBatchMessages {
-		if err := b.Flush(); err != nil {
+		if err := flush(); err != nil {
 			return err
 		}
 		if n > BatchMaxBytes {
-			return b.Stream.Send(m)
+			return one(m)
 		}
 	}
 	if b.msgs == nil {
-		b.msgs = make([]*ConnectRequest, 0, 5) // a small call's answer: header, message, trailer, call_end
+		b.msgs = make([]M, 0, 5) // a small call's answer: header, message, trailer, call_end or tunnel_ready
 	}
 	b.msgs = append(b.msgs, m)
 	b.bytes += n
 	return nil
 }
 
-// Flush sends what Send kept: one message as it is, several as one batch.
-func (b *RequestBatcher) Flush() error {
+// flush sends what send kept: one message as it is (one), several as one batch (batch wraps them).
+func (b *batcher[M]) flush(one func(M) error, batch func([]M) M) error {
 	msgs := b.msgs
 	b.msgs, b.bytes = nil, 0
 	switch len(msgs) {
 	case 0:
 		return nil
 	case 1:
-		return b.Stream.Send(msgs[0])
+		return one(msgs[0])
 	}
-	return b.Stream.Send(&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}})
+	return one(batch(msgs))
 }
 
 // requestSize is about what m adds to a batch: a Message's payload is counted without encoding it.
@@ -172,42 +190,22 @@ func (r *GatewayReceiver) RecvPooled() (*GatewayResponse, *[]byte, error) {
 // it.
 type GatewayBatcher struct {
 	Stream interface{ SendMsg(any) error }
-	msgs   []*GatewayResponse
-	bytes  int
+	kept   batcher[*GatewayResponse]
 }
 
-// Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past it
-// or past MaxBatchMessages, makes the batch go first; the large one then goes alone.
+// Send keeps m for Flush, as RequestBatcher.Send does.
 func (b *GatewayBatcher) Send(m *GatewayResponse) error {
-	n := gatewaySize(m)
-	if b.bytes+n > BatchMaxBytes || len(b.msgs) == MaxBatchMessages {
-		if err := b.Flush(); err != nil {
-			return err
-		}
-		if n > BatchMaxBytes {
-			return b.Stream.SendMsg(m)
-		}
-	}
-	if b.msgs == nil {
-		b.msgs = make([]*GatewayResponse, 0, 4) // a small call's answer: tunnel_ready, header, message, trailer
-	}
-	b.msgs = append(b.msgs, m)
-	b.bytes += n
-	return nil
+	return b.kept.send(m, gatewaySize(m), b.Flush, b.sendOne)
 }
 
 // Flush sends what Send kept: one message as it is, several as one batch.
 func (b *GatewayBatcher) Flush() error {
-	msgs := b.msgs
-	b.msgs, b.bytes = nil, 0
-	switch len(msgs) {
-	case 0:
-		return nil
-	case 1:
-		return b.Stream.SendMsg(msgs[0])
-	}
-	return b.Stream.SendMsg(&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}})
+	return b.kept.flush(b.sendOne, func(msgs []*GatewayResponse) *GatewayResponse {
+		return &GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}}
+	})
 }
+
+func (b *GatewayBatcher) sendOne(m *GatewayResponse) error { return b.Stream.SendMsg(m) }
 
 // gatewaySize is about what m adds to a batch: a Message's payload is counted without encoding it.
 func gatewaySize(m *GatewayResponse) int {
