@@ -97,20 +97,34 @@ func TestEagerGatewayMissReplaysTheCall(t *testing.T) {
 	}
 }
 
-// Kas of the version before eager streams, on either side, never see one: both answer every call.
+// Kas of an older version on either side work with a newer one, every call shape included: kas before
+// eager streams never see one, and kas that know only their first version (no late tunnel_ready, no
+// batches) still take them.
 func TestEagerGatewayVersionSkew(t *testing.T) {
-	for _, old := range []int{0, 1} {
-		c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Kas: func(i int, cfg *kas.Config) {
-			cfg.NoEagerGateway = i == old
-		}})
-		ae := c.StartAgent(1, 1)
-		client := testgrpc.NewTestServiceClient(c.Public[0])
-		checkRoutedCalls(t, "old kas", client, ae.Service)
-		for range 5 {
-			unary(t, client, 64)
-		}
-		if taken, missed := eagerCount(t, c, 0, "taken"), eagerCount(t, c, 0, "missed"); taken != 0 || missed != 0 {
-			t.Fatalf("old kas %d: eager taken %v, missed %v", old+1, taken, missed)
+	for _, tc := range []struct {
+		name  string
+		old   func(*kas.Config)
+		taken float64 // eager calls of the 8 after the first, which searches
+	}{
+		{"before eager streams", func(c *kas.Config) { c.NoEagerGateway = true }, 0},
+		{"eager streams' first version", func(c *kas.Config) { c.EagerGatewayV1 = true }, 8},
+	} {
+		for _, old := range []int{0, 1} {
+			c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Kas: func(i int, cfg *kas.Config) {
+				if i == old {
+					tc.old(cfg)
+				}
+			}})
+			ae := c.StartAgent(1, 1)
+			client := testgrpc.NewTestServiceClient(c.Public[0])
+			checkRoutedCalls(t, "old kas", client, ae.Service)
+			for range 5 {
+				unary(t, client, 64)
+			}
+			streamIn(t, client, 6, 1<<20)
+			if taken, missed := eagerCount(t, c, 0, "taken"), eagerCount(t, c, 0, "missed"); taken != tc.taken || missed != 0 {
+				t.Fatalf("%s at kas %d: eager taken %v, missed %v; want %v and 0", tc.name, old+1, taken, missed, tc.taken)
+			}
 		}
 	}
 }
@@ -152,24 +166,4 @@ func TestEagerV2TunnelLossReplaysTheCall(t *testing.T) {
 		t.Fatalf("eager taken %v, missed %v; want 0 and 1", taken, missed)
 	}
 	unary(t, client, 64)
-}
-
-// Kas that know only the first version of eager streams (no late tunnel_ready, no batches), on either
-// side, still take eager streams, every call shape included.
-func TestEagerV2VersionSkew(t *testing.T) {
-	for _, old := range []int{0, 1} {
-		c := testenv.StartCluster(t, 2, testenv.ClusterOptions{Kas: func(i int, cfg *kas.Config) {
-			cfg.EagerGatewayV1 = i == old
-		}})
-		ae := c.StartAgent(1, 1)
-		client := testgrpc.NewTestServiceClient(c.Public[0])
-		checkRoutedCalls(t, "old kas", client, ae.Service)
-		for range 5 {
-			unary(t, client, 64)
-		}
-		streamIn(t, client, 6, 1<<20)
-		if taken, missed := eagerCount(t, c, 0, "taken"), eagerCount(t, c, 0, "missed"); taken != 8 || missed != 0 {
-			t.Fatalf("old kas %d: eager taken %v, missed %v; want 8 and 0", old+1, taken, missed)
-		}
-	}
 }
