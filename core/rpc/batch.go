@@ -100,7 +100,7 @@ type RequestBatcher struct {
 // Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past it
 // or past MaxBatchMessages, makes the batch go first; the large one then goes alone.
 func (b *RequestBatcher) Send(m *ConnectRequest) error {
-	return b.kept.send(m, requestSize(m), b.Flush, b.Stream.Send)
+	return b.kept.send(m, b.Flush, b.Stream.Send)
 }
 
 // Flush sends what Send kept: one message as it is, several as one batch.
@@ -111,15 +111,15 @@ func (b *RequestBatcher) Flush() error {
 }
 
 // batcher is what RequestBatcher and GatewayBatcher share: the messages kept to leave as one batch.
-type batcher[M any] struct {
+type batcher[M batchable] struct {
 	msgs  []M
 	bytes int
 }
 
-// send keeps m, about n bytes of a batch, for flush. A message larger than BatchMaxBytes, or one that
-// would take the batch past it or past MaxBatchMessages, makes the batch go first (flush); the large one
-// then goes alone (one).
-func (b *batcher[M]) send(m M, n int, flush func() error, one func(M) error) error {
+// send keeps m for flush. A message larger than BatchMaxBytes, or one that would take the batch past it
+// or past MaxBatchMessages, makes the batch go first (flush); the large one then goes alone (one).
+func (b *batcher[M]) send(m M, flush func() error, one func(M) error) error {
+	n := batchedSize(m)
 	if b.bytes+n > BatchMaxBytes || len(b.msgs) == MaxBatchMessages {
 		if err := flush(); err != nil {
 			return err
@@ -149,10 +149,10 @@ func (b *batcher[M]) flush(one func(M) error, batch func([]M) M) error {
 	return one(batch(msgs))
 }
 
-// requestSize is about what m adds to a batch: a Message's payload is counted without encoding it.
-func requestSize(m *ConnectRequest) int {
-	if x, ok := m.GetMsg().(*ConnectRequest_Message); ok {
-		return len(x.Message.GetData()) + 8
+// batchedSize is about what m adds to a batch: a Message's payload is counted without encoding it.
+func batchedSize[M batchable](m M) int {
+	if data, _, ok := m.envelopeData(); ok {
+		return len(data) + 8
 	}
 	return proto.Size(m) + 4
 }
@@ -195,7 +195,7 @@ type GatewayBatcher struct {
 
 // Send keeps m for Flush, as RequestBatcher.Send does.
 func (b *GatewayBatcher) Send(m *GatewayResponse) error {
-	return b.kept.send(m, gatewaySize(m), b.Flush, b.sendOne)
+	return b.kept.send(m, b.Flush, b.sendOne)
 }
 
 // Flush sends what Send kept: one message as it is, several as one batch.
@@ -206,11 +206,3 @@ func (b *GatewayBatcher) Flush() error {
 }
 
 func (b *GatewayBatcher) sendOne(m *GatewayResponse) error { return b.Stream.SendMsg(m) }
-
-// gatewaySize is about what m adds to a batch: a Message's payload is counted without encoding it.
-func gatewaySize(m *GatewayResponse) int {
-	if x, ok := m.GetMsg().(*GatewayResponse_Message); ok {
-		return len(x.Message.GetData()) + 8
-	}
-	return proto.Size(m) + 4
-}
