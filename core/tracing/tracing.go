@@ -60,6 +60,15 @@ func Off(t trace.Tracer) bool {
 // NoSpan stands for a span that was not started because tracing is off (see Off).
 var NoSpan trace.Span = noop.Span{}
 
+// StartChild starts the span name under ctx's on t, or none when t records nothing (see Off): then ctx
+// itself and NoSpan. A span with options checks Off itself, so that the options cost nothing either.
+func StartChild(ctx context.Context, t trace.Tracer, name string) (context.Context, trace.Span) {
+	if Off(t) {
+		return ctx, NoSpan
+	}
+	return t.Start(ctx, name)
+}
+
 // MDCarrier lets the propagator read and write gRPC metadata.
 type MDCarrier metadata.MD
 

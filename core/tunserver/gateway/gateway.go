@@ -82,9 +82,8 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	if err != nil {
 		return err
 	}
-	traced := !tracing.Off(g.cfg.Tracer)
 	ctx, span := stream.Context(), tracing.NoSpan
-	if traced {
+	if !tracing.Off(g.cfg.Tracer) {
 		ctx, span = g.cfg.Tracer.Start(tracing.Propagator.Extract(ctx, tracing.MDCarrier(c.MD)), "kas.gateway",
 			trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(c.Attrs()...))
 	}
@@ -110,10 +109,7 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 			return nil
 		}
 	}
-	fspan := tracing.NoSpan
-	if traced {
-		_, fspan = g.cfg.Tracer.Start(ctx, "kas.find_tunnel")
-	}
+	_, fspan := tracing.StartChild(ctx, g.cfg.Tracer, "kas.find_tunnel")
 	watched := presence.Call{AgentID: c.AgentID, Service: c.Service, Method: c.Method}
 	unserved := presence.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
 	tun, err := presence.GetServed(ctx, h, reg, watched, g.cfg.UnservedGrace, unserved)
@@ -130,7 +126,7 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	// A late ready goes with the answer's first message: the routing kas sent the whole request already.
 	out := &answer{stream: stream, batches: v2, batcher: rpc.GatewayBatcher{Stream: stream}}
 	if !v2 || !tun.OneRequest(c.Service, c.Method) {
-		if err := out.ready(); err != nil {
+		if err := out.ready(false); err != nil {
 			return err
 		}
 	}
@@ -143,9 +139,8 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 			return err
 		}
 	}
-	wctx, wspan := ctx, tracing.NoSpan
-	if traced {
-		wctx, wspan = g.cfg.Tracer.Start(ctx, "kas.forward")
+	wctx, wspan := tracing.StartChild(ctx, g.cfg.Tracer, "kas.forward")
+	if !tracing.Off(g.cfg.Tracer) {
 		tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
 	}
 	err = tun.Forward(wctx, request.Start(stream, c.Info, request.DefaultReplayLimit), out.send)
@@ -187,26 +182,19 @@ type answer struct {
 	batcher   rpc.GatewayBatcher
 }
 
-// ready sends tunnel_ready now, unless it went already.
-func (a *answer) ready() error {
+// ready sends tunnel_ready, once; more: the agent's first message follows at once.
+func (a *answer) ready(more bool) error {
 	if a.readySent {
 		return nil
 	}
 	a.readySent = true
-	return a.stream.SendMsg(gatewayTunnelReady)
+	return a.queue(gatewayTunnelReady, more)
 }
 
 // send is the tunnel's sink (registry.Sink).
 func (a *answer) send(m *rpc.ConnectRequest, pooled *[]byte, more bool) error {
-	if !a.batches {
-		if err := a.ready(); err != nil {
-			return err
-		}
-	} else if !a.readySent {
-		a.readySent = true
-		if err := a.batcher.Send(gatewayTunnelReady); err != nil {
-			return err
-		}
+	if err := a.ready(true); err != nil {
+		return err
 	}
 	if pooled != nil && m.GetMessage() != nil {
 		// Never batched (it is larger than a batch takes). gRPC puts the buffer back once written.
@@ -215,13 +203,16 @@ func (a *answer) send(m *rpc.ConnectRequest, pooled *[]byte, more bool) error {
 		}
 		return a.stream.SendMsg(&rpc.PooledGatewayMessage{Data: pooled, Pool: grpctool.PayloadPool})
 	}
-	if !a.batches {
-		return a.stream.SendMsg(gatewayFromAgent(m))
-	}
-	if err := a.batcher.Send(gatewayFromAgent(m)); err != nil {
+	return a.queue(gatewayFromAgent(m), more)
+}
+
+// queue sends m, or keeps it to leave in one batch with what follows (more) when the stream takes
+// batches.
+func (a *answer) queue(m *rpc.GatewayResponse, more bool) error {
+	if err := a.batcher.Send(m); err != nil {
 		return err
 	}
-	if more {
+	if more && a.batches {
 		return nil
 	}
 	return a.batcher.Flush()

@@ -138,13 +138,10 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 		} else if !retry {
 			r.metrics.found(start)
 		}
-		wctx, wspan := ctx, tracing.NoSpan
-		if !tracing.Off(r.cfg.Tracer) {
-			wctx, wspan = r.cfg.Tracer.Start(ctx, "kas.forward")
-			if gw.URL() == "" {
-				// The agent's service continues the trace under this forward.
-				tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
-			}
+		wctx, wspan := tracing.StartChild(ctx, r.cfg.Tracer, "kas.forward")
+		if gw.URL() == "" && !tracing.Off(r.cfg.Tracer) {
+			// The agent's service continues the trace under this forward.
+			tracing.Propagator.Inject(wctx, tracing.ValuesCarrier(c.Info.Meta))
 		}
 		err = gw.Forward(wctx, pump, w)
 		call.EndSpan(wspan, err)
@@ -171,10 +168,7 @@ func (r *Router) RouteStream(_ any, stream grpc.ServerStream) (err error) {
 
 // find finds the call's gateway, counted against its caller's waiting calls while it looks.
 func (r *Router) find(ctx context.Context, stream grpc.ServerStream, c call.Call, noEager bool) (Gateway, error) {
-	fctx, fspan := ctx, tracing.NoSpan
-	if !tracing.Off(r.cfg.Tracer) {
-		fctx, fspan = r.cfg.Tracer.Start(ctx, "kas.find_gateway")
-	}
+	fctx, fspan := tracing.StartChild(ctx, r.cfg.Tracer, "kas.find_gateway")
 	req := FindRequest{AgentID: c.AgentID, FullMethod: c.FullMethod, Service: c.Service, Method: c.Method, Metadata: c.MD, FindTimeout: r.cfg.FindTimeout, NoEager: noEager}
 	// The gateway continues the trace under this find (a copy: c.MD stays the caller's).
 	if trace.SpanContextFromContext(fctx).IsValid() {
