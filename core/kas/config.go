@@ -81,6 +81,9 @@ type Config struct {
 	// batches, see rpc.GatewayEagerV2): this kas neither offers the second on its eager streams nor serves
 	// it as a gateway, as kas before it did. For mixed versions.
 	EagerGatewayV1 bool
+	// NoHopStreams turns hop streams off, both ways: this kas neither carries its eager calls to another
+	// kas on kept streams nor announces that it serves them, as kas before them did (see gateway.proto).
+	NoHopStreams bool
 	// MaxMessageSize is the largest request or response message routed.
 	MaxMessageSize int
 

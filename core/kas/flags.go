@@ -54,6 +54,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	callers := &cli.KeyValues{Form: "IDS=TOKEN"}
 	fs.Var(callers, "caller-token", "a caller `IDS=TOKEN`: the bearer TOKEN may reach agents IDS (comma-separated ids, or * for every agent) through the public API and the HTTP listener (repeatable; prefer --caller-tokens-file)")
 	callersFile := fs.String("caller-tokens-file", "", "`FILE` with one IDS=TOKEN per line ('#' starts a comment)")
+	hops := fs.Bool("gateway-hop-streams", true, "carry eager calls to another kas one after another on kept streams instead of a stream each (false: a stream per call, as kas before v0.4 did; both ways)")
 	eager := fs.Bool("eager-gateway", true, "send a call for an agent held by another kas straight to the kas where it was found last time, without a find or a round trip (false: always search, as kas before v0.3 did)")
 	fs.BoolVar(&cfg.NoTunnelBatches, "no-tunnel-batches", false, "refuse batches on every tunnel, so that each message of a call travels alone, as kas before batches did (to compare)")
 	fs.BoolVar(&cfg.SingleUseTunnels, "single-use-tunnels", false, "give every tunnel one call, as the protocol's first version does, even to agents that ask for reusable tunnels (to compare)")
@@ -95,6 +96,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 		return Config{}, err
 	}
 	cfg.NoEagerGateway = !*eager
+	cfg.NoHopStreams = !*hops
 	var errs []error
 	positiveLimit := func(name string, v float64) {
 		if v <= 0 {

@@ -24,6 +24,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tracker"
+	"github.com/tunnelbench/tunnelbench/core/tunserver/gateway"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/routing"
 )
@@ -44,8 +45,10 @@ type Server struct {
 	agentServer   *grpc.Server
 	apiServer     *grpc.Server
 	privateServer *grpc.Server
-	httpServer    *http.Server
-	httpTunnel    *http.Server
+	// gateway serves the private API; nil when it does not listen.
+	gateway    *gateway.Handler
+	httpServer *http.Server
+	httpTunnel *http.Server
 
 	// internalConn is how callers in this process reach the router: in process, without HTTP/2, through
 	// the same limits and metrics as the public API.
@@ -162,6 +165,7 @@ func (s *Server) buildFinder(meter metric.Meter) error {
 		fc.EagerTTL = -1
 	}
 	fc.EagerV1 = s.cfg.EagerGatewayV1
+	fc.NoHopStreams = s.cfg.NoHopStreams
 	if s.cfg.Tracker != nil {
 		dir, err := directory.New(directory.Config{
 			Tracker:         s.cfg.Tracker,

@@ -118,6 +118,9 @@ func (s *Server) Shutdown(ctx context.Context) {
 			s.dir.Stop(ctx) // unregisters this kas's agents, within ctx
 		}
 		s.registry.Stop()
+		if s.gateway != nil {
+			s.gateway.Drain() // hop streams end between calls, so that they do not hold the graceful stop
+		}
 		s.drain(ctx)
 		s.release()
 	})
@@ -190,6 +193,9 @@ func stopGracefully(ctx context.Context, srv *grpc.Server) {
 func (s *Server) release() {
 	if s.dir != nil {
 		s.dir.Close()
+	}
+	if s.finder != nil {
+		s.finder.Close()
 	}
 	if s.gateways != nil {
 		s.gateways.Close()

@@ -28,10 +28,12 @@ func (s *Server) newPrivateServer(creds listenerCreds, grpcMetrics *grpcprom.Ser
 		OnTunnelReady:    s.cfg.GatewayTunnelReadyHook,
 		NoEager:          s.cfg.NoEagerGateway,
 		EagerV1:          s.cfg.EagerGatewayV1,
+		NoHopStreams:     s.cfg.NoHopStreams,
 	})
 	if err != nil {
 		return nil, err
 	}
+	s.gateway = h
 	opts := []grpc.ServerOption{
 		grpctool.RawServerCodec(),
 		grpc.MaxRecvMsgSize(s.envelopeMax()),

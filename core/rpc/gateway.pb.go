@@ -11,8 +11,10 @@
 package rpc
 
 import (
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -97,6 +99,7 @@ type GatewayResponse struct {
 	//	*GatewayResponse_Trailer
 	//	*GatewayResponse_Error
 	//	*GatewayResponse_Batch
+	//	*GatewayResponse_CallEnd
 	Msg           isGatewayResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -202,6 +205,15 @@ func (x *GatewayResponse) GetBatch() *GatewayBatch {
 	return nil
 }
 
+func (x *GatewayResponse) GetCallEnd() *HopCallEnd {
+	if x != nil {
+		if x, ok := x.Msg.(*GatewayResponse_CallEnd); ok {
+			return x.CallEnd
+		}
+	}
+	return nil
+}
+
 type isGatewayResponse_Msg interface {
 	isGatewayResponse_Msg()
 }
@@ -234,6 +246,10 @@ type GatewayResponse_Batch struct {
 	Batch *GatewayBatch `protobuf:"bytes,7,opt,name=batch,proto3,oneof"` // eager streams of the second version only
 }
 
+type GatewayResponse_CallEnd struct {
+	CallEnd *HopCallEnd `protobuf:"bytes,8,opt,name=call_end,json=callEnd,proto3,oneof"` // hop streams only: the call is over, the next may start
+}
+
 func (*GatewayResponse_TunnelReady_) isGatewayResponse_Msg() {}
 
 func (*GatewayResponse_NoTunnel_) isGatewayResponse_Msg() {}
@@ -247,6 +263,8 @@ func (*GatewayResponse_Trailer) isGatewayResponse_Msg() {}
 func (*GatewayResponse_Error) isGatewayResponse_Msg() {}
 
 func (*GatewayResponse_Batch) isGatewayResponse_Msg() {}
+
+func (*GatewayResponse_CallEnd) isGatewayResponse_Msg() {}
 
 // GatewayBatch is several gateway messages sent as one. It never holds a batch or no_tunnel (either
 // breaks the protocol), nor more than 64 messages.
@@ -294,6 +312,236 @@ func (x *GatewayBatch) GetMsgs() []*GatewayResponse {
 	return nil
 }
 
+// Hop streams: the routing kas's calls to one gateway kas ride one after another on a stream of the
+// method /tunnelbench.rpc.v1.KasHop/Calls (rpc.KasHopMethod), opened once and kept, instead of a gRPC
+// stream per call. A gateway offers them with the response header kas-hop-gateway-reuse on its gateway
+// streams; a routing kas opens one only to a gateway that did, and only for eager calls (a gateway that
+// does not know hop streams never sees one). The stream's own request metadata carries the private
+// API's credentials, checked once when it opens.
+//
+// Each call: the routing kas sends start, then the caller's messages and close_send; the gateway answers
+// exactly as on an eager stream of the second version (no_tunnel, or tunnel_ready, header, message*,
+// trailer, error, possibly in batches), then call_end with the status and trailer that ended the
+// gateway stream before. The routing kas starts the next call on the stream only once it has read
+// call_end, and the gateway drops anything of a call that arrives after its call_end (the rest of a
+// request its handler did not read) until the next start: a call's messages never reach another call.
+// A call the routing kas gives up on (the caller cancelled, or anything unexpected) ends the whole hop
+// stream: the gateway cancels its call, and the next call opens a new stream.
+type HopRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*HopRequest_Start
+	//	*HopRequest_Message
+	//	*HopRequest_CloseSend
+	Msg           isHopRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HopRequest) Reset() {
+	*x = HopRequest{}
+	mi := &file_core_rpc_gateway_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HopRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HopRequest) ProtoMessage() {}
+
+func (x *HopRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_gateway_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HopRequest.ProtoReflect.Descriptor instead.
+func (*HopRequest) Descriptor() ([]byte, []int) {
+	return file_core_rpc_gateway_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HopRequest) GetMsg() isHopRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *HopRequest) GetStart() *HopStart {
+	if x != nil {
+		if x, ok := x.Msg.(*HopRequest_Start); ok {
+			return x.Start
+		}
+	}
+	return nil
+}
+
+func (x *HopRequest) GetMessage() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*HopRequest_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+func (x *HopRequest) GetCloseSend() *CloseSend {
+	if x != nil {
+		if x, ok := x.Msg.(*HopRequest_CloseSend); ok {
+			return x.CloseSend
+		}
+	}
+	return nil
+}
+
+type isHopRequest_Msg interface {
+	isHopRequest_Msg()
+}
+
+type HopRequest_Start struct {
+	Start *HopStart `protobuf:"bytes,1,opt,name=start,proto3,oneof"`
+}
+
+type HopRequest_Message struct {
+	// A caller's message, as the caller sent it.
+	Message []byte `protobuf:"bytes,2,opt,name=message,proto3,oneof"`
+}
+
+type HopRequest_CloseSend struct {
+	CloseSend *CloseSend `protobuf:"bytes,3,opt,name=close_send,json=closeSend,proto3,oneof"`
+}
+
+func (*HopRequest_Start) isHopRequest_Msg() {}
+
+func (*HopRequest_Message) isHopRequest_Msg() {}
+
+func (*HopRequest_CloseSend) isHopRequest_Msg() {}
+
+// HopStart starts a call on a hop stream: what a gateway stream's method, request metadata and
+// deadline carried.
+type HopStart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Method        string                 `protobuf:"bytes,1,opt,name=method,proto3" json:"method,omitempty"`
+	Meta          map[string]*Values     `protobuf:"bytes,2,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HopStart) Reset() {
+	*x = HopStart{}
+	mi := &file_core_rpc_gateway_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HopStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HopStart) ProtoMessage() {}
+
+func (x *HopStart) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_gateway_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HopStart.ProtoReflect.Descriptor instead.
+func (*HopStart) Descriptor() ([]byte, []int) {
+	return file_core_rpc_gateway_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *HopStart) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *HopStart) GetMeta() map[string]*Values {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+func (x *HopStart) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// HopCallEnd ends a call on a hop stream: the gateway's status for the call (OK included) and the
+// trailer that went with it (kas-hop-gateway-retry, kas-hop-gateway-unserved).
+type HopCallEnd struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Status        *status.Status         `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Trailer       map[string]*Values     `protobuf:"bytes,2,rep,name=trailer,proto3" json:"trailer,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HopCallEnd) Reset() {
+	*x = HopCallEnd{}
+	mi := &file_core_rpc_gateway_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HopCallEnd) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HopCallEnd) ProtoMessage() {}
+
+func (x *HopCallEnd) ProtoReflect() protoreflect.Message {
+	mi := &file_core_rpc_gateway_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HopCallEnd.ProtoReflect.Descriptor instead.
+func (*HopCallEnd) Descriptor() ([]byte, []int) {
+	return file_core_rpc_gateway_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *HopCallEnd) GetStatus() *status.Status {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
+func (x *HopCallEnd) GetTrailer() map[string]*Values {
+	if x != nil {
+		return x.Trailer
+	}
+	return nil
+}
+
 // NoTunnel: no tunnel was available at once; the gateway keeps waiting for one.
 type GatewayResponse_NoTunnel struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -303,7 +551,7 @@ type GatewayResponse_NoTunnel struct {
 
 func (x *GatewayResponse_NoTunnel) Reset() {
 	*x = GatewayResponse_NoTunnel{}
-	mi := &file_core_rpc_gateway_proto_msgTypes[3]
+	mi := &file_core_rpc_gateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +563,7 @@ func (x *GatewayResponse_NoTunnel) String() string {
 func (*GatewayResponse_NoTunnel) ProtoMessage() {}
 
 func (x *GatewayResponse_NoTunnel) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_gateway_proto_msgTypes[3]
+	mi := &file_core_rpc_gateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -340,7 +588,7 @@ type GatewayResponse_TunnelReady struct {
 
 func (x *GatewayResponse_TunnelReady) Reset() {
 	*x = GatewayResponse_TunnelReady{}
-	mi := &file_core_rpc_gateway_proto_msgTypes[4]
+	mi := &file_core_rpc_gateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -352,7 +600,7 @@ func (x *GatewayResponse_TunnelReady) String() string {
 func (*GatewayResponse_TunnelReady) ProtoMessage() {}
 
 func (x *GatewayResponse_TunnelReady) ProtoReflect() protoreflect.Message {
-	mi := &file_core_rpc_gateway_proto_msgTypes[4]
+	mi := &file_core_rpc_gateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,8 +620,8 @@ var File_core_rpc_gateway_proto protoreflect.FileDescriptor
 
 const file_core_rpc_gateway_proto_rawDesc = "" +
 	"\n" +
-	"\x16core/rpc/gateway.proto\x12\x12tunnelbench.rpc.v1\x1a\x15core/rpc/tunnel.proto\"\x10\n" +
-	"\x0eStartStreaming\"\xeb\x03\n" +
+	"\x16core/rpc/gateway.proto\x12\x12tunnelbench.rpc.v1\x1a\x15core/rpc/tunnel.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\"\x10\n" +
+	"\x0eStartStreaming\"\xa8\x04\n" +
 	"\x0fGatewayResponse\x12T\n" +
 	"\ftunnel_ready\x18\x01 \x01(\v2/.tunnelbench.rpc.v1.GatewayResponse.TunnelReadyH\x00R\vtunnelReady\x12K\n" +
 	"\tno_tunnel\x18\x02 \x01(\v2,.tunnelbench.rpc.v1.GatewayResponse.NoTunnelH\x00R\bnoTunnel\x124\n" +
@@ -381,13 +629,35 @@ const file_core_rpc_gateway_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\v2\x1b.tunnelbench.rpc.v1.MessageH\x00R\amessage\x127\n" +
 	"\atrailer\x18\x05 \x01(\v2\x1b.tunnelbench.rpc.v1.TrailerH\x00R\atrailer\x121\n" +
 	"\x05error\x18\x06 \x01(\v2\x19.tunnelbench.rpc.v1.ErrorH\x00R\x05error\x128\n" +
-	"\x05batch\x18\a \x01(\v2 .tunnelbench.rpc.v1.GatewayBatchH\x00R\x05batch\x1a\n" +
+	"\x05batch\x18\a \x01(\v2 .tunnelbench.rpc.v1.GatewayBatchH\x00R\x05batch\x12;\n" +
+	"\bcall_end\x18\b \x01(\v2\x1e.tunnelbench.rpc.v1.HopCallEndH\x00R\acallEnd\x1a\n" +
 	"\n" +
 	"\bNoTunnel\x1a\r\n" +
 	"\vTunnelReadyB\x05\n" +
 	"\x03msg\"G\n" +
 	"\fGatewayBatch\x127\n" +
-	"\x04msgs\x18\x01 \x03(\v2#.tunnelbench.rpc.v1.GatewayResponseR\x04msgsB-Z+github.com/tunnelbench/tunnelbench/core/rpcb\x06proto3"
+	"\x04msgs\x18\x01 \x03(\v2#.tunnelbench.rpc.v1.GatewayResponseR\x04msgs\"\xa5\x01\n" +
+	"\n" +
+	"HopRequest\x124\n" +
+	"\x05start\x18\x01 \x01(\v2\x1c.tunnelbench.rpc.v1.HopStartH\x00R\x05start\x12\x1a\n" +
+	"\amessage\x18\x02 \x01(\fH\x00R\amessage\x12>\n" +
+	"\n" +
+	"close_send\x18\x03 \x01(\v2\x1d.tunnelbench.rpc.v1.CloseSendH\x00R\tcloseSendB\x05\n" +
+	"\x03msg\"\xeb\x01\n" +
+	"\bHopStart\x12\x16\n" +
+	"\x06method\x18\x01 \x01(\tR\x06method\x12:\n" +
+	"\x04meta\x18\x02 \x03(\v2&.tunnelbench.rpc.v1.HopStart.MetaEntryR\x04meta\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x1aS\n" +
+	"\tMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.tunnelbench.rpc.v1.ValuesR\x05value:\x028\x01\"\xd7\x01\n" +
+	"\n" +
+	"HopCallEnd\x12*\n" +
+	"\x06status\x18\x01 \x01(\v2\x12.google.rpc.StatusR\x06status\x12E\n" +
+	"\atrailer\x18\x02 \x03(\v2+.tunnelbench.rpc.v1.HopCallEnd.TrailerEntryR\atrailer\x1aV\n" +
+	"\fTrailerEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.tunnelbench.rpc.v1.ValuesR\x05value:\x028\x01B-Z+github.com/tunnelbench/tunnelbench/core/rpcb\x06proto3"
 
 var (
 	file_core_rpc_gateway_proto_rawDescOnce sync.Once
@@ -401,32 +671,50 @@ func file_core_rpc_gateway_proto_rawDescGZIP() []byte {
 	return file_core_rpc_gateway_proto_rawDescData
 }
 
-var file_core_rpc_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_core_rpc_gateway_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_core_rpc_gateway_proto_goTypes = []any{
 	(*StartStreaming)(nil),              // 0: tunnelbench.rpc.v1.StartStreaming
 	(*GatewayResponse)(nil),             // 1: tunnelbench.rpc.v1.GatewayResponse
 	(*GatewayBatch)(nil),                // 2: tunnelbench.rpc.v1.GatewayBatch
-	(*GatewayResponse_NoTunnel)(nil),    // 3: tunnelbench.rpc.v1.GatewayResponse.NoTunnel
-	(*GatewayResponse_TunnelReady)(nil), // 4: tunnelbench.rpc.v1.GatewayResponse.TunnelReady
-	(*Header)(nil),                      // 5: tunnelbench.rpc.v1.Header
-	(*Message)(nil),                     // 6: tunnelbench.rpc.v1.Message
-	(*Trailer)(nil),                     // 7: tunnelbench.rpc.v1.Trailer
-	(*Error)(nil),                       // 8: tunnelbench.rpc.v1.Error
+	(*HopRequest)(nil),                  // 3: tunnelbench.rpc.v1.HopRequest
+	(*HopStart)(nil),                    // 4: tunnelbench.rpc.v1.HopStart
+	(*HopCallEnd)(nil),                  // 5: tunnelbench.rpc.v1.HopCallEnd
+	(*GatewayResponse_NoTunnel)(nil),    // 6: tunnelbench.rpc.v1.GatewayResponse.NoTunnel
+	(*GatewayResponse_TunnelReady)(nil), // 7: tunnelbench.rpc.v1.GatewayResponse.TunnelReady
+	nil,                                 // 8: tunnelbench.rpc.v1.HopStart.MetaEntry
+	nil,                                 // 9: tunnelbench.rpc.v1.HopCallEnd.TrailerEntry
+	(*Header)(nil),                      // 10: tunnelbench.rpc.v1.Header
+	(*Message)(nil),                     // 11: tunnelbench.rpc.v1.Message
+	(*Trailer)(nil),                     // 12: tunnelbench.rpc.v1.Trailer
+	(*Error)(nil),                       // 13: tunnelbench.rpc.v1.Error
+	(*CloseSend)(nil),                   // 14: tunnelbench.rpc.v1.CloseSend
+	(*timestamppb.Timestamp)(nil),       // 15: google.protobuf.Timestamp
+	(*status.Status)(nil),               // 16: google.rpc.Status
+	(*Values)(nil),                      // 17: tunnelbench.rpc.v1.Values
 }
 var file_core_rpc_gateway_proto_depIdxs = []int32{
-	4, // 0: tunnelbench.rpc.v1.GatewayResponse.tunnel_ready:type_name -> tunnelbench.rpc.v1.GatewayResponse.TunnelReady
-	3, // 1: tunnelbench.rpc.v1.GatewayResponse.no_tunnel:type_name -> tunnelbench.rpc.v1.GatewayResponse.NoTunnel
-	5, // 2: tunnelbench.rpc.v1.GatewayResponse.header:type_name -> tunnelbench.rpc.v1.Header
-	6, // 3: tunnelbench.rpc.v1.GatewayResponse.message:type_name -> tunnelbench.rpc.v1.Message
-	7, // 4: tunnelbench.rpc.v1.GatewayResponse.trailer:type_name -> tunnelbench.rpc.v1.Trailer
-	8, // 5: tunnelbench.rpc.v1.GatewayResponse.error:type_name -> tunnelbench.rpc.v1.Error
-	2, // 6: tunnelbench.rpc.v1.GatewayResponse.batch:type_name -> tunnelbench.rpc.v1.GatewayBatch
-	1, // 7: tunnelbench.rpc.v1.GatewayBatch.msgs:type_name -> tunnelbench.rpc.v1.GatewayResponse
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	7,  // 0: tunnelbench.rpc.v1.GatewayResponse.tunnel_ready:type_name -> tunnelbench.rpc.v1.GatewayResponse.TunnelReady
+	6,  // 1: tunnelbench.rpc.v1.GatewayResponse.no_tunnel:type_name -> tunnelbench.rpc.v1.GatewayResponse.NoTunnel
+	10, // 2: tunnelbench.rpc.v1.GatewayResponse.header:type_name -> tunnelbench.rpc.v1.Header
+	11, // 3: tunnelbench.rpc.v1.GatewayResponse.message:type_name -> tunnelbench.rpc.v1.Message
+	12, // 4: tunnelbench.rpc.v1.GatewayResponse.trailer:type_name -> tunnelbench.rpc.v1.Trailer
+	13, // 5: tunnelbench.rpc.v1.GatewayResponse.error:type_name -> tunnelbench.rpc.v1.Error
+	2,  // 6: tunnelbench.rpc.v1.GatewayResponse.batch:type_name -> tunnelbench.rpc.v1.GatewayBatch
+	5,  // 7: tunnelbench.rpc.v1.GatewayResponse.call_end:type_name -> tunnelbench.rpc.v1.HopCallEnd
+	1,  // 8: tunnelbench.rpc.v1.GatewayBatch.msgs:type_name -> tunnelbench.rpc.v1.GatewayResponse
+	4,  // 9: tunnelbench.rpc.v1.HopRequest.start:type_name -> tunnelbench.rpc.v1.HopStart
+	14, // 10: tunnelbench.rpc.v1.HopRequest.close_send:type_name -> tunnelbench.rpc.v1.CloseSend
+	8,  // 11: tunnelbench.rpc.v1.HopStart.meta:type_name -> tunnelbench.rpc.v1.HopStart.MetaEntry
+	15, // 12: tunnelbench.rpc.v1.HopStart.deadline:type_name -> google.protobuf.Timestamp
+	16, // 13: tunnelbench.rpc.v1.HopCallEnd.status:type_name -> google.rpc.Status
+	9,  // 14: tunnelbench.rpc.v1.HopCallEnd.trailer:type_name -> tunnelbench.rpc.v1.HopCallEnd.TrailerEntry
+	17, // 15: tunnelbench.rpc.v1.HopStart.MetaEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	17, // 16: tunnelbench.rpc.v1.HopCallEnd.TrailerEntry.value:type_name -> tunnelbench.rpc.v1.Values
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_core_rpc_gateway_proto_init() }
@@ -443,6 +731,12 @@ func file_core_rpc_gateway_proto_init() {
 		(*GatewayResponse_Trailer)(nil),
 		(*GatewayResponse_Error)(nil),
 		(*GatewayResponse_Batch)(nil),
+		(*GatewayResponse_CallEnd)(nil),
+	}
+	file_core_rpc_gateway_proto_msgTypes[3].OneofWrappers = []any{
+		(*HopRequest_Start)(nil),
+		(*HopRequest_Message)(nil),
+		(*HopRequest_CloseSend)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -450,7 +744,7 @@ func file_core_rpc_gateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_core_rpc_gateway_proto_rawDesc), len(file_core_rpc_gateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -69,7 +69,15 @@ const (
 	// GatewayUnservedTrailerKey is set by a gateway kas whose Unimplemented status says that the
 	// agent's tunnels there do not serve the method (rather than any other Unimplemented on the way).
 	GatewayUnservedTrailerKey = RoutingHopPrefix + "gateway-unserved"
+	// GatewayReuseKey, in a gateway kas's response header, says that it serves hop streams
+	// (KasHopMethod): a routing kas's eager calls to it may ride one after another on a stream kept open.
+	// A routing kas opens one only to a gateway that said so, so kas of different versions work together.
+	GatewayReuseKey = RoutingHopPrefix + "gateway-reuse"
 )
+
+// KasHopMethod is the private API method of hop streams (see gateway.proto). A gateway kas serves it
+// instead of routing it to an agent.
+const KasHopMethod = "/tunnelbench.rpc.v1.KasHop/Calls"
 
 // TunnelReuseHeaderKey is the Connect response header with which kas accepts an agent's request for a
 // reusable tunnel (Descriptor.reuse). An agent that does not see it treats the tunnel as single-use.

@@ -5,9 +5,11 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -50,6 +52,9 @@ type Config struct {
 	// EagerV1: serve eager streams as their first version only, as kas before the second did: tunnel_ready
 	// when the call is taken and no batches, whatever the routing kas offers (rpc.GatewayEagerV2).
 	EagerV1 bool
+	// NoHopStreams: serve as kas before hop streams did: never announce them (rpc.GatewayReuseKey), and
+	// take the hop method for a call like any other.
+	NoHopStreams bool
 }
 
 // Handler serves the private API: a routing kas asks for a tunnel to an agent and, once it picked this
@@ -57,6 +62,11 @@ type Config struct {
 // unknown service handler.
 type Handler struct {
 	cfg Config
+	// header is what every gateway stream's response header says this kas serves.
+	header metadata.MD
+	// draining is closed when kas shuts down: hop streams end between calls.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // New returns the handler.
@@ -72,11 +82,31 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{cfg: cfg}, nil
+	g := &Handler{cfg: cfg, header: eagerHeader, draining: make(chan struct{})}
+	if !cfg.NoHopStreams {
+		g.header = hopHeader
+	}
+	return g, nil
 }
 
-// Handle serves one gateway stream; it is a grpc.StreamHandler.
-func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
+// Drain makes hop streams end as soon as their call under way ended, so that a graceful stop does not
+// wait for streams that are only kept for the next call.
+func (g *Handler) Drain() {
+	g.drainOnce.Do(func() { close(g.draining) })
+}
+
+// Handle serves one gateway stream, or a hop stream; it is a grpc.StreamHandler.
+func (g *Handler) Handle(_ any, stream grpc.ServerStream) error {
+	if !g.cfg.NoHopStreams {
+		if m, _ := grpc.MethodFromServerStream(stream); m == rpc.KasHopMethod {
+			return g.serveHop(stream)
+		}
+	}
+	return g.handleCall(stream)
+}
+
+// handleCall serves one call: of a gateway stream, or of a hop stream.
+func (g *Handler) handleCall(stream grpc.ServerStream) (err error) {
 	reg := g.cfg.Registry
 	c, err := call.Parse(stream, g.cfg.MaxMetadataBytes, reg.LimitHit)
 	if err != nil {
@@ -91,7 +121,7 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 	// Every answer says that this kas serves eager streams: the routing kas may skip the find next time.
 	eager, v2 := false, false
 	if !g.cfg.NoEager {
-		if err := stream.SetHeader(eagerHeader); err != nil {
+		if err := stream.SetHeader(g.header); err != nil {
 			return err
 		}
 		v := c.MD.Get(rpc.GatewayEagerKey)
@@ -109,18 +139,8 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 			return nil
 		}
 	}
-	_, fspan := tracing.StartChild(ctx, g.cfg.Tracer, "kas.find_tunnel")
-	watched := presence.Call{AgentID: c.AgentID, Service: c.Service, Method: c.Method}
-	unserved := presence.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
-	tun, err := presence.GetServed(ctx, h, reg, watched, g.cfg.UnservedGrace, unserved)
-	call.EndSpan(fspan, err)
+	tun, err := g.getTunnel(ctx, stream, c, found, h)
 	if err != nil {
-		if ctx.Err() != nil {
-			return status.FromContextError(ctx.Err()).Err()
-		}
-		if err == unserved {
-			stream.SetTrailer(metadata.Pairs(rpc.GatewayUnservedTrailerKey, "1"))
-		}
 		return err
 	}
 	// A late ready goes with the answer's first message: the routing kas sent the whole request already.
@@ -151,6 +171,32 @@ func (g *Handler) Handle(_ any, stream grpc.ServerStream) (err error) {
 		return status.Errorf(codes.Unavailable, "the tunnel to agent %d went away before the call started", c.AgentID)
 	}
 	return call.ForwardErr(ctx, err)
+}
+
+// getTunnel waits for the tunnel the handle h will have (at once when found), giving up with Unimplemented
+// once the agent's tunnels here all lack the method for the unserved grace.
+func (g *Handler) getTunnel(ctx context.Context, stream grpc.ServerStream, c call.Call, found bool, h registry.Handle) (registry.Forwarder, error) {
+	_, fspan := tracing.StartChild(ctx, g.cfg.Tracer, "kas.find_tunnel")
+	if found {
+		// No watch: its goroutine and timers would cost a found call more than the rest of the gateway.
+		tun, err := h.Get(ctx) // never blocks when found
+		call.EndSpan(fspan, err)
+		return tun, err
+	}
+	watched := presence.Call{AgentID: c.AgentID, Service: c.Service, Method: c.Method}
+	unserved := presence.UnservedError(c.AgentID, c.FullMethod, g.cfg.UnservedGrace)
+	tun, err := presence.GetServed(ctx, h, g.cfg.Registry, watched, g.cfg.UnservedGrace, unserved)
+	call.EndSpan(fspan, err)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		if err == unserved {
+			stream.SetTrailer(metadata.Pairs(rpc.GatewayUnservedTrailerKey, "1"))
+		}
+		return nil, err
+	}
+	return tun, nil
 }
 
 // recvStartStreaming reads the routing kas's first message, which must be start_streaming. It is read raw

@@ -43,7 +43,9 @@ type lastGateways struct {
 }
 
 type lastGateway struct {
-	url   string
+	url string
+	// hop: the gateway serves hop streams (rpc.GatewayReuseKey).
+	hop   bool
 	until time.Time
 }
 
@@ -51,21 +53,21 @@ func newLastGateways(ttl time.Duration) *lastGateways {
 	return &lastGateways{ttl: ttl, m: map[int64]lastGateway{}}
 }
 
-func (l *lastGateways) get(agentID int64) (string, bool) {
+func (l *lastGateways) get(agentID int64) (lastGateway, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	g, ok := l.m[agentID]
 	if !ok {
-		return "", false
+		return lastGateway{}, false
 	}
 	if time.Now().After(g.until) {
 		delete(l.m, agentID)
-		return "", false
+		return lastGateway{}, false
 	}
-	return g.url, true
+	return g, true
 }
 
-func (l *lastGateways) remember(agentID int64, url string) {
+func (l *lastGateways) remember(agentID int64, url string, hop bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, ok := l.m[agentID]; !ok && len(l.m) >= maxEagerAgents {
@@ -74,7 +76,7 @@ func (l *lastGateways) remember(agentID int64, url string) {
 			return
 		}
 	}
-	l.m[agentID] = lastGateway{url: url, until: time.Now().Add(l.ttl)}
+	l.m[agentID] = lastGateway{url: url, hop: hop, until: time.Now().Add(l.ttl)}
 }
 
 // forget drops agentID's gateway if it is still url.
@@ -100,8 +102,10 @@ func (l *lastGateways) sweepLocked() {
 // takes the call), so the second hop costs no round trip when the gateway has an idle tunnel. When it has
 // none it answers no_tunnel having read nothing, and the call is replayed through the usual search.
 type eagerGateway struct {
-	f      *Finder
-	url    string
+	f   *Finder
+	url string
+	// hop: the gateway serves hop streams, and the call rides one (see hopPool).
+	hop    bool
 	req    FindRequest
 	cancel context.CancelFunc
 	// ready is called when the gateway took the call (the routing metrics' "found").
@@ -117,25 +121,44 @@ func (g *eagerGateway) Release() {
 }
 
 func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
-	conn, err := g.f.cfg.Dialer.Conn(g.url)
-	if err != nil {
-		return g.missed()
-	}
 	md := call.ToGateway(g.req.Metadata)
 	if g.f.cfg.EagerV1 {
 		md.Set(rpc.GatewayEagerKey, "1")
 	} else {
 		md.Set(rpc.GatewayEagerKey, rpc.GatewayEagerV2)
 	}
-	sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
-	g.cancel = cancel
-	cs, err := conn.NewStream(sctx, grpctool.BidiStreamDesc, g.req.FullMethod, grpctool.RawCallCodec())
-	if err != nil {
-		// Nothing was sent: the connection is down or refused the stream.
-		if ctx.Err() != nil {
-			return status.FromContextError(ctx.Err()).Err()
+	var cs grpc.ClientStream
+	// end ends the gateway's answer where the call stops early (no_tunnel): the stream, or on a hop
+	// stream what is left of the call up to its call_end.
+	var end func()
+	if g.hop {
+		hc, err := g.startHop(ctx, md)
+		if hc != nil {
+			defer hc.release() // after the pump's Detach below: nothing of this call is sent any more
 		}
-		return g.missed()
+		if err != nil {
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return g.missed()
+		}
+		cs, end = hc, hc.awaitEnd
+	} else {
+		conn, err := g.f.cfg.Dialer.Conn(g.url)
+		if err != nil {
+			return g.missed()
+		}
+		sctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, md))
+		g.cancel = cancel
+		cs, err = conn.NewStream(sctx, grpctool.BidiStreamDesc, g.req.FullMethod, grpctool.RawCallCodec())
+		if err != nil {
+			// Nothing was sent: the connection is down or refused the stream.
+			if ctx.Err() != nil {
+				return status.FromContextError(ctx.Err()).Err()
+			}
+			return g.missed()
+		}
+		end = cancel
 	}
 	// A failed attach means the stream is over: RecvMsg says how.
 	_ = pump.AttachProvisional(&gatewayTarget{cs: cs})
@@ -151,8 +174,9 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		if err == io.EOF {
 			return status.Error(codes.Unavailable, "gateway kas ended the call without an answer")
 		}
-		if len(cs.Trailer().Get(rpc.GatewayRetryTrailerKey)) > 0 && pump.Detach() {
-			// A late tunnel_ready: the gateway's tunnel went away before the call started there.
+		if (err == errHopNotStarted || len(cs.Trailer().Get(rpc.GatewayRetryTrailerKey)) > 0) && pump.Detach() {
+			// The gateway did not take the call (it drained its hop stream), or took it with a late
+			// tunnel_ready and its tunnel went away before the call started there.
 			return g.missed()
 		}
 		// The gateway may have started the call: it is not replayed.
@@ -163,7 +187,7 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		return status.Errorf(codes.Unavailable, "gateway kas broke the protocol: %v", status.Convert(err).Message())
 	}
 	if checker.State() == rpc.StateNoTunnel {
-		cancel()
+		end()
 		if !pump.Detach() {
 			// Not reached: a provisional target never outgrows the replay log.
 			return status.Error(codes.Internal, "the call could not be replayed after the gateway had no tunnel")
@@ -171,11 +195,21 @@ func (g *eagerGateway) Forward(ctx context.Context, pump *request.Pump, w *calle
 		return g.missed()
 	}
 	pump.Confirm()
-	g.f.lastGW.remember(g.req.AgentID, g.url)
+	g.f.lastGW.remember(g.req.AgentID, g.url, g.hop)
 	if g.ready != nil {
 		g.ready()
 	}
 	return relayGateway(ctx, w, in, pump, checker)
+}
+
+// startHop starts the call on a hop stream to the gateway. A stream that could not take the call is
+// ended, and the call goes through the usual search (nothing reached the gateway).
+func (g *eagerGateway) startHop(ctx context.Context, md metadata.MD) (*hopCall, error) {
+	h, err := g.f.hops.get(ctx, g.url)
+	if err != nil {
+		return nil, err
+	}
+	return h.start(ctx, g.req.FullMethod, md)
 }
 
 func (g *eagerGateway) missed() error {
@@ -183,8 +217,11 @@ func (g *eagerGateway) missed() error {
 	return errEagerMissed
 }
 
-// eagerOK reports whether a gateway stream's response header announces eager streams.
-func eagerOK(cs grpc.ClientStream) bool {
+// eagerOK reports whether a gateway stream's response header announces eager streams, and hop streams.
+func eagerOK(cs grpc.ClientStream) (eager, hop bool) {
 	h, err := cs.Header()
-	return err == nil && len(h.Get(rpc.GatewayEagerKey)) > 0
+	if err != nil || len(h.Get(rpc.GatewayEagerKey)) == 0 {
+		return false, false
+	}
+	return true, len(h.Get(rpc.GatewayReuseKey)) > 0
 }

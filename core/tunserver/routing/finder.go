@@ -75,8 +75,8 @@ type remoteGateway struct {
 	stream grpc.ClientStream
 	cancel context.CancelFunc
 	url    string
-	// eager: the gateway serves eager streams.
-	eager bool
+	// eager: the gateway serves eager streams; hop: and hop streams.
+	eager, hop bool
 }
 
 func (g *remoteGateway) Forward(ctx context.Context, pump *request.Pump, w *callerWriter) error {
@@ -129,6 +129,13 @@ type FinderConfig struct {
 	// EagerV1: eager streams offer only their first version (no late tunnel_ready, no batches; see
 	// rpc.GatewayEagerV2), as kas before the second did. For mixed versions.
 	EagerV1 bool
+	// NoHopStreams: eager calls open a gateway stream each, as kas before hop streams did, even to a
+	// gateway that serves hop streams. For mixed versions, and to measure what hop streams save.
+	NoHopStreams bool
+	// MaxIdleHops and HopIdleTimeout bound the idle hop streams kept per gateway (see hopPool); zero
+	// means DefaultMaxIdleHops and DefaultHopIdleTimeout.
+	MaxIdleHops    int
+	HopIdleTimeout time.Duration
 	// UnservedGrace: a call whose agent is connected, with tunnels none of which serve the method,
 	// fails with Unimplemented after this grace (see presence.WatchUnserved) instead of waiting the
 	// whole find timeout. Zero means presence.DefaultUnservedGrace; negative waits the find timeout.
@@ -152,6 +159,8 @@ type Finder struct {
 	backoff map[string]*gatewayBackoff
 	// lastGW is nil when eager streams are off.
 	lastGW *lastGateways
+	// hops is nil when eager or hop streams are off.
+	hops *hopPool
 }
 
 type gatewayBackoff struct {
@@ -179,8 +188,28 @@ func NewFinder(cfg FinderConfig) *Finder {
 	f := &Finder{cfg: cfg, backoff: map[string]*gatewayBackoff{}}
 	if cfg.EagerTTL >= 0 {
 		f.lastGW = newLastGateways(cmp.Or(cfg.EagerTTL, DefaultEagerTTL))
+		if !cfg.NoHopStreams && cfg.Dialer != nil {
+			f.hops = newHopPool(cfg.Dialer, cmp.Or(cfg.MaxIdleHops, DefaultMaxIdleHops), cmp.Or(cfg.HopIdleTimeout, DefaultHopIdleTimeout))
+		}
 	}
 	return f
+}
+
+// Close ends the hop streams this finder keeps, and waits until they ended. Calls routed afterwards
+// open a gateway stream each.
+func (f *Finder) Close() {
+	if f.hops != nil {
+		f.hops.close()
+	}
+}
+
+// HopStreams reports how many hop streams the finder opened, and how many times a call took one
+// that an earlier call had used.
+func (f *Finder) HopStreams() (opened, reused int64) {
+	if f.hops == nil {
+		return 0, 0
+	}
+	return f.hops.counts.Opened.Load(), f.hops.counts.Reused.Load()
 }
 
 // attemptResult is how one gateway attempt ended.
@@ -204,9 +233,9 @@ func (f *Finder) FindGateway(ctx context.Context, req FindRequest) (Gateway, err
 		return &localGateway{handle: h, tunnel: t}, nil
 	}
 	if f.lastGW != nil && f.cfg.Directory != nil && !req.NoEager {
-		if u, ok := f.lastGW.get(req.AgentID); ok {
+		if g, ok := f.lastGW.get(req.AgentID); ok {
 			h.Done()
-			return &eagerGateway{f: f, url: u, req: req}, nil
+			return &eagerGateway{f: f, url: g.url, hop: g.hop && f.hops != nil, req: req}, nil
 		}
 	}
 	findCtx, cancel := context.WithTimeout(ctx, req.FindTimeout)
@@ -366,7 +395,8 @@ func (s *search) startNext() {
 			s.deliver(attemptResult{url: u, att: att, err: err})
 			return
 		}
-		s.deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u, eager: eagerOK(cs)}, url: u, att: att})
+		eager, hop := eagerOK(cs)
+		s.deliver(attemptResult{gw: &remoteGateway{stream: cs, cancel: acancel, url: u, eager: eager, hop: hop}, url: u, att: att})
 	}()
 	s.nextStart = time.Now().Add(s.f.cfg.Stagger)
 	s.schedule()
@@ -391,7 +421,7 @@ func (s *search) result(r attemptResult) (over bool, gw Gateway, err error) {
 		if r.url != "" {
 			s.f.succeeded(r.url)
 			if rg, ok := r.gw.(*remoteGateway); ok && rg.eager && s.f.lastGW != nil {
-				s.f.lastGW.remember(s.req.AgentID, r.url)
+				s.f.lastGW.remember(s.req.AgentID, r.url, rg.hop && s.f.hops != nil)
 			}
 		}
 		return true, r.gw, nil
