@@ -181,8 +181,12 @@ func (s *Server) buildFinder(meter metric.Meter) error {
 		s.registry.OnAgent(dir.OnAgent)
 	}
 	s.finder = routing.NewFinder(fc)
-	return nil
+	return s.finder.RegisterMetrics(meter)
 }
+
+// HopStreams reports how many hop streams this kas opened to other kas, and how many times a call took
+// one that an earlier call had used (see routing.Finder.HopStreams).
+func (s *Server) HopStreams() (opened, reused int64) { return s.finder.HopStreams() }
 
 // Addrs are the addresses kas listens on; nil for a listener that is off.
 type Addrs struct {

@@ -67,6 +67,8 @@ type Handler struct {
 	// draining is closed when kas shuts down: hop streams end between calls.
 	draining  chan struct{}
 	drainOnce sync.Once
+	// serveCall serves each call of a hop stream: handleCall, or a stand-in in tests of the hop protocol.
+	serveCall func(grpc.ServerStream) error
 }
 
 // New returns the handler.
@@ -86,6 +88,7 @@ func New(cfg Config) (*Handler, error) {
 	if !cfg.NoHopStreams {
 		g.header = hopHeader
 	}
+	g.serveCall = g.handleCall
 	return g, nil
 }
 

@@ -40,7 +40,7 @@ func (g *Handler) serveHop(stream grpc.ServerStream) error {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		}
-		err := g.handleCall(c)
+		err := g.serveCall(c)
 		c.finish()
 		if err := stream.SendMsg(callEnd(err, c.trailer)); err != nil {
 			return err
@@ -80,6 +80,9 @@ type hopReader struct {
 
 func (r *hopReader) run() {
 	r.err = r.read()
+	if r.cur != nil {
+		r.cur.cancel() // the stream is over: so is its call
+	}
 	close(r.failed)
 }
 

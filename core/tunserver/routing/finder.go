@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -195,12 +197,36 @@ func NewFinder(cfg FinderConfig) *Finder {
 	return f
 }
 
-// Close ends the hop streams this finder keeps, and waits until they ended. Calls routed afterwards
-// open a gateway stream each.
+// Close ends the hop streams this finder keeps, and waits until they ended; a call that would take one
+// afterwards goes through the usual search instead.
 func (f *Finder) Close() {
 	if f.hops != nil {
 		f.hops.close()
 	}
+}
+
+// HopStreamsMetric counts hop streams to other kas (see gateway.proto): event "opened" for each stream
+// opened, "reused" for each call that took a stream an earlier call had used.
+const HopStreamsMetric = "tunnel_routing_hop_streams"
+
+// RegisterMetrics records the finder's hop stream counts on m; a nil m records nothing.
+func (f *Finder) RegisterMetrics(m metric.Meter) error {
+	if m == nil {
+		return nil
+	}
+	c, err := m.Int64ObservableCounter(HopStreamsMetric, metric.WithDescription("Hop streams to other kas: opened, and reused by a later call"))
+	if err != nil {
+		return err
+	}
+	opened := metric.WithAttributeSet(attribute.NewSet(attribute.String("event", "opened")))
+	reused := metric.WithAttributeSet(attribute.NewSet(attribute.String("event", "reused")))
+	_, err = m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		o, r := f.HopStreams()
+		obs.ObserveInt64(c, o, opened)
+		obs.ObserveInt64(c, r, reused)
+		return nil
+	}, c)
+	return err
 }
 
 // HopStreams reports how many hop streams the finder opened, and how many times a call took one

@@ -43,7 +43,7 @@ type hopPool struct {
 	dialer      GatewayDialer
 	maxIdle     int
 	idleTimeout time.Duration
-	counts      HopCounts
+	counts      hopCounts
 
 	mu     sync.Mutex
 	idle   map[string][]*hopStream
@@ -52,8 +52,8 @@ type hopPool struct {
 	wg     sync.WaitGroup // readers
 }
 
-// HopCounts counts hop streams, for tests and metrics.
-type HopCounts struct {
+// hopCounts counts hop streams (Finder.HopStreams).
+type hopCounts struct {
 	Opened, Reused atomic.Int64
 }
 
