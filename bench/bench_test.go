@@ -201,6 +201,22 @@ import (
 // reading a body-less HTTP request's end before it calls the upstream, without the goroutine and pipe
 // for the body (5 allocations fewer per request, CPU per request not separable from noise).
 //
+// Hop streams (2026-12-02, fifth session): that reusable stream. Eager calls to a gateway that
+// announces it (kas-hop-gateway-reuse) ride /tunnelbench.rpc.v1.KasHop/Calls streams kept open, one
+// call at a time: a HopStart with the method, metadata and deadline, the caller's frames, close_send;
+// the gateway's answer as on an eager stream, then call_end (see gateway.proto). Per call the second hop
+// no longer opens a gRPC stream (headers and hpack both ways, the private API's interceptors and
+// credentials check, the client's context-watcher goroutine, a server handler, the end-of-stream
+// trailers); a long-lived reader on each side hands messages to the call. The gateway also takes a
+// found tunnel without starting the unserved watch (a goroutine, a cancel context and the Unimplemented
+// status formatted per call, for a tunnel it already has). BenchmarkUnaryTunnel2Hop: 421 → 349
+// allocations per call; three alternating runs of the two binaries, 243, 409 and 296 µs per call
+// before, 186, 193 and 188 after (direct 76-102). A bench subset (unary-64B, c1, two runs): tunnel-2hop
+// 2.23 and 2.36× direct, below the public API's 2.52 and 2.69 (its caller is inside the routing kas),
+// where per-call streams read 3.09-3.41× in make bench. A cancelled call ends its hop stream rather than
+// wait for the gateway to confirm it: cancellations are rare, and a new stream is cheap next to a
+// drain protocol.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
