@@ -44,6 +44,7 @@ test-short: lint
 FUZZ_TARGETS := \
 	./core/rpc:FuzzStateTable \
 	./core/rpc:FuzzEnvelopeDecode \
+	./core/rpc:FuzzHopDecode \
 	./core/httptunnel:FuzzExchange \
 	./core/httptunnel:FuzzParsePath \
 	./core/kas:FuzzParseArgs \
