@@ -52,17 +52,7 @@ var hopHeader = metadata.Pairs(rpc.GatewayEagerKey, "1", rpc.GatewayReuseKey, "1
 
 // callEnd is the call_end that reports err (nil: OK) and trailer.
 func callEnd(err error, trailer metadata.MD) *rpc.GatewayResponse {
-	end := &rpc.HopCallEnd{Status: status.Convert(err).Proto()}
-	if len(trailer) > 0 {
-		end.Trailer = make(map[string]*rpc.Values, len(trailer))
-		for k, vals := range trailer {
-			v := &rpc.Values{}
-			for _, s := range vals {
-				v.Value = append(v.Value, []byte(s))
-			}
-			end.Trailer[k] = v
-		}
-	}
+	end := &rpc.HopCallEnd{Status: status.Convert(err).Proto(), Trailer: rpc.MetaToValues(trailer)}
 	return &rpc.GatewayResponse{Msg: &rpc.GatewayResponse_CallEnd{CallEnd: end}}
 }
 
@@ -145,15 +135,7 @@ type hopCall struct {
 }
 
 func newHopCall(hopCtx context.Context, hop grpc.ServerStream, start *rpc.HopStart) *hopCall {
-	md := make(metadata.MD, len(start.GetMeta()))
-	for k, v := range start.GetMeta() {
-		vals := make([]string, len(v.GetValue()))
-		for i, b := range v.GetValue() {
-			vals[i] = string(b)
-		}
-		md[k] = vals
-	}
-	ctx := metadata.NewIncomingContext(hopCtx, md)
+	ctx := metadata.NewIncomingContext(hopCtx, rpc.ValuesToMeta(start.GetMeta()))
 	ctx = grpc.NewContextWithServerTransportStream(ctx, hopMethod(start.GetMethod()))
 	c := &hopCall{hop: hop, msgs: make(chan []byte), halfClose: make(chan struct{}), done: make(chan struct{})}
 	if start.GetDeadline() != nil {

@@ -234,14 +234,7 @@ func (h *hopStream) expire() {
 // start begins a call on h: the hop stream's equivalent of opening a gateway stream with md for
 // fullMethod, with ctx's deadline.
 func (h *hopStream) start(ctx context.Context, fullMethod string, md metadata.MD) (*hopCall, error) {
-	st := &rpc.HopStart{Method: fullMethod, Meta: make(map[string]*rpc.Values, len(md))}
-	for k, vals := range md {
-		v := &rpc.Values{Value: make([][]byte, len(vals))}
-		for i, s := range vals {
-			v.Value[i] = []byte(s)
-		}
-		st.Meta[k] = v
-	}
+	st := &rpc.HopStart{Method: fullMethod, Meta: rpc.MetaToValues(md)}
 	if dl, ok := ctx.Deadline(); ok {
 		st.Deadline = timestamppb.New(dl)
 	}
@@ -334,12 +327,7 @@ func (c *hopCall) recv(m any, timeout <-chan time.Time) error {
 			}
 			c.ended = true
 			c.endErr = status.ErrorProto(end.GetStatus())
-			c.trailer = make(metadata.MD, len(end.GetTrailer()))
-			for k, v := range end.GetTrailer() {
-				for _, b := range v.GetValue() {
-					c.trailer[k] = append(c.trailer[k], string(b))
-				}
-			}
+			c.trailer = rpc.ValuesToMeta(end.GetTrailer())
 			return c.recv(m, nil)
 		}
 		err := grpctool.RawCodec{}.Unmarshal(bs, m)
