@@ -235,7 +235,7 @@ func (f *Finder) HopStreams() (opened, reused int64) {
 	if f.hops == nil {
 		return 0, 0
 	}
-	return f.hops.counts.Opened.Load(), f.hops.counts.Reused.Load()
+	return f.hops.counts.opened.Load(), f.hops.counts.reused.Load()
 }
 
 // attemptResult is how one gateway attempt ended.

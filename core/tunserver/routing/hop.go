@@ -54,7 +54,7 @@ type hopPool struct {
 
 // hopCounts counts hop streams (Finder.HopStreams).
 type hopCounts struct {
-	Opened, Reused atomic.Int64
+	opened, reused atomic.Int64
 }
 
 func newHopPool(dialer GatewayDialer, maxIdle int, idleTimeout time.Duration) *hopPool {
@@ -74,7 +74,7 @@ func (p *hopPool) get(ctx context.Context, url string) (*hopStream, error) {
 		p.idle[url] = l[:len(l)-1]
 		if h.takeIdle() {
 			p.mu.Unlock()
-			p.counts.Reused.Add(1)
+			p.counts.reused.Add(1)
 			return h, nil
 		}
 	}
@@ -111,7 +111,7 @@ func (p *hopPool) open(ctx context.Context, url string) (*hopStream, error) {
 	p.all[h] = struct{}{}
 	p.wg.Add(1)
 	p.mu.Unlock()
-	p.counts.Opened.Add(1)
+	p.counts.opened.Add(1)
 	go h.read()
 	return h, nil
 }
