@@ -44,7 +44,8 @@ type lastGateways struct {
 
 type lastGateway struct {
 	url string
-	// hop: the gateway serves hop streams (rpc.GatewayReuseKey).
+	// hop: the gateway announced hop streams (rpc.GatewayReuseKey); whether a call rides one is the
+	// finder's to say.
 	hop   bool
 	until time.Time
 }

@@ -447,7 +447,7 @@ func (s *search) result(r attemptResult) (over bool, gw Gateway, err error) {
 		if r.url != "" {
 			s.f.succeeded(r.url)
 			if rg, ok := r.gw.(*remoteGateway); ok && rg.eager && s.f.lastGW != nil {
-				s.f.lastGW.remember(s.req.AgentID, r.url, rg.hop && s.f.hops != nil)
+				s.f.lastGW.remember(s.req.AgentID, r.url, rg.hop)
 			}
 		}
 		return true, r.gw, nil

@@ -309,10 +309,7 @@ func (c *hopCall) RecvMsg(m any) error {
 
 func (c *hopCall) recv(m any, timeout <-chan time.Time) error {
 	if c.ended {
-		if c.endErr != nil {
-			return c.endErr
-		}
-		return io.EOF
+		return c.endResult()
 	}
 	select {
 	case bs := <-c.h.in:
@@ -328,7 +325,7 @@ func (c *hopCall) recv(m any, timeout <-chan time.Time) error {
 			c.ended = true
 			c.endErr = status.ErrorProto(end.GetStatus())
 			c.trailer = rpc.ValuesToMeta(end.GetTrailer())
-			return c.recv(m, nil)
+			return c.endResult()
 		}
 		err := grpctool.RawCodec{}.Unmarshal(bs, m)
 		bs.Free()
@@ -349,6 +346,14 @@ func (c *hopCall) recv(m any, timeout <-chan time.Time) error {
 		c.broken = true
 		return status.Error(codes.Unavailable, "gateway kas did not end the call on its hop stream in time")
 	}
+}
+
+// endResult is what RecvMsg says once call_end came: io.EOF, or the call's status.
+func (c *hopCall) endResult() error {
+	if c.endErr != nil {
+		return c.endErr
+	}
+	return io.EOF
 }
 
 // awaitEnd reads what is left of an answer that is over (after no_tunnel) up to call_end.
