@@ -101,11 +101,6 @@ func (u *Upstream) Close() {
 func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
-	// An empty header accepts the call at once: kas stops keeping the request for a replay on another
-	// tunnel, which it would otherwise do until the upstream answered.
-	if err := stream.SendHeader(nil); err != nil {
-		return err
-	}
 	checker := rpc.NewChecker(RequestOrder)
 	first, err := stream.Recv()
 	if err == io.EOF {
@@ -118,6 +113,15 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		return err
 	}
 	hdr := first.GetHeader()
+	if hdr.GetContentLength() != 0 {
+		// An empty header accepts the call at once: kas stops keeping the request for a replay on
+		// another tunnel, which it would otherwise do until the upstream answered, and goes on past its
+		// replay bound with a large body. A body-less request leaves kas nothing to keep: its answer
+		// accepts it, and saves a tunnel message each way.
+		if err := stream.SendHeader(nil); err != nil {
+			return err
+		}
+	}
 	log := u.opts.log.With("method", hdr.GetMethod(), "path", hdr.GetPath())
 	// kas -> upstream: the request body through a pipe, as it arrives. The reader keeps reading after
 	// the body ended (or the upstream stopped reading it), to check the order of what kas sends.
