@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"runtime/metrics"
 	"testing"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -222,6 +223,25 @@ import (
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
 // frees its buffers when a message is decoded) and the garbage of those copies; reuse does not change it.
 
+// goroutinesCreated is how many goroutines the process has started so far (runtime/metrics).
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
+// countGoroutines reports the goroutines started per op from now to when the returned func is called (at
+// the end of the timed loop): a hand-off to a new goroutine is a wake-up on the call's path.
+func countGoroutines(b *testing.B) func() {
+	start := goroutinesCreated()
+	return func() {
+		b.ReportMetric(float64(goroutinesCreated()-start)/float64(b.N), "goroutines/op")
+	}
+}
+
 func benchUnary(b *testing.B, path Path, size int) {
 	cfg := TopologyConfig{}
 	if path == PathTunnel2Hop {
@@ -242,6 +262,7 @@ func benchUnary(b *testing.B, path Path, size int) {
 	b.ReportAllocs()
 	b.SetBytes(2 * int64(size))
 	b.ResetTimer()
+	defer countGoroutines(b)()
 	for range b.N {
 		if _, err := call(ctx); err != nil {
 			b.Fatal(err)
@@ -314,6 +335,7 @@ func benchHTTPGet(b *testing.B, tunnel bool) {
 	defer client.CloseIdleConnections()
 	b.ReportAllocs()
 	b.ResetTimer()
+	defer countGoroutines(b)()
 	for range b.N {
 		resp, err := client.Get(url)
 		if err != nil {
