@@ -218,6 +218,26 @@ import (
 // wait for the gateway to confirm it: cancellations are rare, and a new stream is cheap next to a
 // drain protocol.
 //
+// HTTP and idle stacks again (2026-12-02, sixth session). The benchmarks now report goroutines started
+// per op (runtime/metrics): 1 per call direct, through the tunnel and over the public API (the agent's
+// handler; kas's public API serves on reused workers), 2 through a second kas, and 5 per HTTP GET through
+// kas against 1 direct (kas's in-process stream, net/http's background read on kas and on the upstream,
+// the agent's handler and its request-body reader). BenchmarkHTTPGetTunnel is about 5.9× direct back to
+// back (320 against 54 µs; 372 CPU µs per request, 26% system calls, 18% protobuf: the header maps of the
+// HTTP messages and of the envelopes' metadata, decoded by reflection), and 3.2-3.7× at make bench's 500
+// req/s, where each request starts on an idle machine and crosses six sockets against two. The agent
+// accepted every request with an empty header before its answer, so that kas stops keeping the body for a
+// replay; a body-less request keeps nothing, and now its answer accepts it: 7.9 -> 6.6 writes and 16.2
+// -> 14.5 reads per GET (strace -f -c over 5 000), 520 -> 508 allocations; p50 in three alternating
+// bench runs 3.00, 3.07, 2.13 before and 2.81, 2.64, 2.54 after. Idle stacks, read per goroutine this
+// time from runtime.allgs (a test built with -checklinkname=0, 200 agents after two more GCs): the
+// agent's tunnel reader 8 KiB with 2.3 KiB in use, kas's Connect handler 8 KiB with 5.0 KiB in use,
+// kas's connection reader 4 KiB with 1.5 KiB, the client's reader, writer and keepalive and the three
+// serializers 2 or 4 KiB each with 0.4-0.9 KiB in use. A stack halves at a GC only while its use plus
+// 800 bytes of guard is under a quarter of it, so none of the 4 KiB ones with 0.4 KiB in use can go
+// back to 2 KiB, and GODEBUG=adaptivestackstart=0 moved the total by 2 KiB of 56. The idle must (80 KiB)
+// stays out of reach while both ends run gRPC-go's 11 goroutines per connection and stream.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
