@@ -45,7 +45,9 @@ FUZZ_TARGETS := \
 	./core/rpc:FuzzStateTable \
 	./core/rpc:FuzzEnvelopeDecode \
 	./core/rpc:FuzzHopDecode \
+	./core/rpc:FuzzProtoFastPath \
 	./core/httptunnel:FuzzExchange \
+	./core/httptunnel:FuzzProtoFastPath \
 	./core/httptunnel:FuzzParsePath \
 	./core/kas:FuzzParseArgs \
 	./core/agentk:FuzzParseArgs \
@@ -80,10 +82,11 @@ bench:
 chaos:
 	$(GO) run ./cmd/tunnelbench chaos --dir scenarios --out results/chaos-latest
 
-# Regenerates the protobuf code of every .proto with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc;
-# see buf.gen.yaml).
+# Regenerates the protobuf code of every .proto with pinned tools (buf, protoc-gen-go, protoc-gen-go-grpc
+# and protoc-gen-go-vtproto; see buf.gen.yaml and buf.gen.vtproto.yaml).
 generate:
 	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate --path core/rpc --path core/demo --path core/httptunnel
+	$(GO) run github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION) generate --template buf.gen.vtproto.yaml --path core/rpc --path core/httptunnel
 
 lint:
 	$(GO) vet ./...

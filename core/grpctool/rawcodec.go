@@ -92,6 +92,9 @@ func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 			return bs, nil
 		}
 	}
+	if m, ok := v.(protobuf.Message); ok {
+		return protoMarshalBuffers(m)
+	}
 	return protoCodec().Marshal(v)
 }
 
@@ -112,6 +115,8 @@ func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return unmarshalProto(b, m)
 	case nil:
 		return fmt.Errorf("raw codec: cannot unmarshal into nil")
+	case protobuf.Message:
+		return protoUnmarshalBuffers(data, m)
 	}
 	return protoCodec().Unmarshal(data, v)
 }
@@ -138,7 +143,7 @@ func MarshalFrame(v any) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("raw codec: %T is not a protobuf message", v)
 	}
-	return protobuf.Marshal(m)
+	return ProtoMarshal(m)
 }
 
 // UnmarshalFrame decodes one gRPC message into v: a RawFrame takes data itself (the caller must not reuse
@@ -160,5 +165,5 @@ func unmarshalProto(b []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("raw codec: %T is not a protobuf message", v)
 	}
-	return protobuf.Unmarshal(b, m)
+	return ProtoUnmarshal(b, m)
 }

@@ -2,7 +2,8 @@ package rpc
 
 import (
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 // A batched tunnel (Descriptor.batches and TunnelBatchesHeaderKey) may carry several messages of one
@@ -154,7 +155,7 @@ func batchedSize[M batchable](m M) int {
 	if data, _, ok := m.envelopeData(); ok {
 		return len(data) + 8
 	}
-	return proto.Size(m) + 4
+	return grpctool.ProtoSize(m) + 4
 }
 
 // Peek is the next message Recv returns from the last batch, or nil when Recv would read the stream.

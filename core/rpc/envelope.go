@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 // Most tunnel traffic is Message envelopes: one proxied gRPC message wrapped in ConnectRequest,
@@ -243,7 +245,7 @@ func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlic
 				inline -= len(data)
 			}
 		} else {
-			sizes[i] = proto.Size(m)
+			sizes[i] = grpctool.ProtoSize(m)
 		}
 		total += protowire.SizeTag(batchMsgsField) + protowire.SizeBytes(sizes[i])
 	}
@@ -257,7 +259,7 @@ func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlic
 		data, f, ok := m.envelopeData()
 		if !ok {
 			var err error
-			if head, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(head, m); err != nil {
+			if head, err = grpctool.ProtoMarshalAppend(head, m); err != nil {
 				return nil, false
 			}
 			continue
@@ -408,7 +410,7 @@ func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M,
 		e = e[:len(e):len(e)]
 		msg := newMsg()
 		if !msg.unmarshalMessage(e) {
-			if err := proto.Unmarshal(e, msg); err != nil {
+			if err := grpctool.ProtoUnmarshal(e, msg); err != nil {
 				return nil, err
 			}
 		}

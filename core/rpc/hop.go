@@ -7,7 +7,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
 const hopRequestMessageField protowire.Number = 2
@@ -38,7 +39,7 @@ func ParseHopRequest(b []byte) (payload []byte, isMessage bool, start *HopStart,
 		}
 	}
 	var req HopRequest
-	if err := proto.Unmarshal(b, &req); err != nil {
+	if err := grpctool.ProtoUnmarshal(b, &req); err != nil {
 		return nil, false, nil, false, status.Errorf(codes.InvalidArgument, "hop stream: a message that is not a HopRequest: %v", err)
 	}
 	switch x := req.GetMsg().(type) {
@@ -66,7 +67,7 @@ func IsHopCallEnd(b []byte) bool {
 // ParseHopCallEnd decodes a call_end message (see IsHopCallEnd).
 func ParseHopCallEnd(b []byte) (*HopCallEnd, error) {
 	var m GatewayResponse
-	if err := proto.Unmarshal(b, &m); err != nil {
+	if err := grpctool.ProtoUnmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("hop stream: a bad call_end: %w", err)
 	}
 	end := m.GetCallEnd()

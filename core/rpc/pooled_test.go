@@ -84,8 +84,13 @@ func TestOtherMessagesAreNotPooled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, pooled, err := recvResponse(append(b, 0x10, 0x01)); err != nil || pooled != nil {
+	// A field this version does not know (number 99) after the envelope.
+	if _, pooled, err := recvResponse(protowire.AppendVarint(protowire.AppendTag(b, 99, protowire.VarintType), 1)); err != nil || pooled != nil {
 		t.Fatalf("trailing field: pooled %v, err %v; want it decoded by protobuf, nothing pooled", pooled != nil, err)
+	}
+	// A known field (2, a message) with the wrong wire type is refused, not kept as an unknown field.
+	if _, pooled, err := recvResponse(append(b, 0x10, 0x01)); err == nil || pooled != nil {
+		t.Fatalf("known field with the wrong wire type: pooled %v, err %v; want an error", pooled != nil, err)
 	}
 	if _, pooled, err := recvResponse(b[:len(b)-1]); err == nil || pooled != nil {
 		t.Fatalf("truncated envelope: pooled %v, err %v; want protobuf's error", pooled != nil, err)

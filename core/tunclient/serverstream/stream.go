@@ -167,9 +167,9 @@ func (s *Stream) SendMsg(m any) error {
 // costs no new memory per call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
 func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
 	if pm, ok := m.(proto.Message); ok {
-		if size := proto.Size(pm); size >= pooledMin && size <= maxMsg {
+		if size := grpctool.ProtoSize(pm); size >= pooledMin && size <= maxMsg {
 			buf := grpctool.PayloadPool.Get(size)
-			b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend((*buf)[:0], pm)
+			b, err := grpctool.ProtoMarshalAppend((*buf)[:0], pm)
 			if err == nil && len(b) == size && &b[0] == &(*buf)[0] {
 				*buf = b
 				return b, buf, nil

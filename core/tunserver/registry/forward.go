@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -252,7 +251,7 @@ func (t *Tunnel) Forward(ctx context.Context, pump *request.Pump, sink Sink) err
 	if t.maxSend > 0 {
 		// gRPC ends a stream whose message it refuses to send: a request info that cannot fit must fail
 		// its call while the tunnel is still found, so that the tunnel goes back to idle untouched.
-		infoSize = proto.Size(pump.RequestInfo())
+		infoSize = grpctool.ProtoSize(pump.RequestInfo())
 		if n := infoSize; n > t.maxSend {
 			r.onLimit.Hit(tunserver.LimitMetadataSize)
 			return status.Errorf(codes.ResourceExhausted, "the call's request info is %d bytes, larger than a tunnel message may be (%d bytes): send less metadata", n, t.maxSend)
