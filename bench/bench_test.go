@@ -239,6 +239,33 @@ import (
 // back to 2 KiB, and GODEBUG=adaptivestackstart=0 moved the total by 2 KiB of 56. The idle must (80 KiB)
 // stays out of reach while both ends run gRPC-go's 11 goroutines per connection and stream.
 //
+// Protobuf without reflection, and the idle floor (2026-12-02, seventh session). Of BenchmarkHTTPGetTunnel's
+// CPU about 13% was protobuf (decode 6%, encode and size 6%), most of it the reflection over maps: each
+// map<string, Values> or header map entry cost a reflect.New and a reflect map insert to decode and a
+// copied key (reflect.MapIter.Key) to encode. Every tunnel, hop and HTTP-tunnel message is now encoded by
+// vtprotobuf's generated code (gRPC 1.85 already requires the module), and what only kas sends
+// (ConnectResponse, HTTPRequest, HopRequest, GatewayResponse) is decoded by it; what an agent sends keeps
+// protobuf's decoder, which also checks UTF-8 and field numbers inside map entries
+// (grpctool/fastproto.go; FuzzProtoFastPath checks the two against each other). Protobuf's share of
+// the HTTP profile went to about 6% (2.2% of it the agent's HTTPResponse, decoded by protobuf), 508 -> 485
+// allocations per GET, 349 -> 340 per call through two kas; a 64 B call's RequestInfo and envelopes were
+// already cheap (167 and 294 allocations unchanged). The idle agent's 52 KiB of stacks by goroutine (each
+// one's start function read from runtime.allgs, 200 agents): the agent's pool goroutine and kas's Connect
+// handler 8 KiB each (2.2 and 4.8 KiB in use), the client transport's reader, writer and keepalive and
+// the server transport's three 4 KiB each, two of the ClientConn's three serializers 4 KiB and the third
+// 2 KiB, the stream's context watcher 2 KiB. Tried and not kept: opening the tunnel on a short-lived
+// goroutine keeps the pool goroutine at 4 KiB (52 -> 48-51 KiB of stacks per idle agent), but only until
+// the tunnel carries a call: then it grows to 8 KiB (3.0 KiB in use when idle again), so it would flatter
+// a never-used agent only. Measured instead of built: agents whose tunnel is a plain HTTP/2 stream of
+// golang.org/x/net/http2 (gRPC's wire format, the same kas) cost 45.1 KiB of heap and 31.5 KiB of stacks,
+// 7 goroutines, for both ends: 76.6 KiB against 93-95 with gRPC-go's client, whose ClientConn brings
+// three serializers, a keepalive goroutine and a stream watcher that x/net/http2 does without (its
+// keepalive is a timer). The gRPC-based peers cost the same as this project (39-40 KiB of heap, 52-55 KiB
+// of stacks, 12 goroutines: results/peers). HTTP in make bench (3.15-3.69×) against subsets (2.2-2.7×):
+// the HTTP case runs after the c64 cases, which leave the agent about 70 idle tunnels; four alternating
+// subset runs with and without a c64 case before it read 2.20 and 2.70× without, 2.49 and 2.55× with:
+// not separable from this VM's noise.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
