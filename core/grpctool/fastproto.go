@@ -42,11 +42,16 @@ func ProtoSize(m proto.Message) int {
 
 // ProtoMarshalAppend is proto.MarshalOptions{}.MarshalAppend.
 func ProtoMarshalAppend(b []byte, m proto.Message) ([]byte, error) {
+	return ProtoMarshalAppendSized(b, m, ProtoSize(m))
+}
+
+// ProtoMarshalAppendSized is ProtoMarshalAppend for a message whose ProtoSize was just taken (size):
+// it is not computed again.
+func ProtoMarshalAppendSized(b []byte, m proto.Message, size int) ([]byte, error) {
 	v, ok := m.(vtMessage)
 	if !ok {
-		return proto.MarshalOptions{}.MarshalAppend(b, m)
+		return proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
 	}
-	size := v.SizeVT()
 	b = slices.Grow(b, size)
 	n, err := v.MarshalToSizedBufferVT(b[len(b) : len(b)+size])
 	if err != nil {
@@ -56,6 +61,23 @@ func ProtoMarshalAppend(b []byte, m proto.Message) ([]byte, error) {
 		return b, fmt.Errorf("encode %T: it changed while it was encoded", m)
 	}
 	return b[:len(b)+size], nil
+}
+
+// ProtoMarshalPooled encodes m, whose ProtoSize is size, into a buffer of PayloadPool (gRPC's pool)
+// that holds exactly its bytes: whoever takes it puts it back (gRPC, once it wrote a mem.Buffer made of
+// it). On an error the buffer is back in the pool already.
+func ProtoMarshalPooled(m proto.Message, size int) (*[]byte, error) {
+	buf := PayloadPool.Get(size)
+	b, err := ProtoMarshalAppendSized((*buf)[:0], m, size)
+	if err == nil && (len(b) != size || (size > 0 && &b[0] != &(*buf)[0])) {
+		err = fmt.Errorf("encode %T: it changed while it was encoded", m)
+	}
+	if err != nil {
+		PayloadPool.Put(buf)
+		return nil, err
+	}
+	*buf = b
+	return buf, nil
 }
 
 // ProtoMarshal is proto.Marshal.
@@ -79,24 +101,17 @@ func ProtoUnmarshal(b []byte, m proto.Message) error {
 func protoMarshalBuffers(m proto.Message) (mem.BufferSlice, error) {
 	size := ProtoSize(m)
 	if mem.IsBelowBufferPoolingThreshold(size) {
-		b, err := ProtoMarshalAppend(make([]byte, 0, size), m)
+		b, err := ProtoMarshalAppendSized(make([]byte, 0, size), m, size)
 		if err != nil {
 			return nil, err
 		}
 		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
 	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(size)
-	b, err := ProtoMarshalAppend((*buf)[:0], m)
-	if err != nil || len(b) != size || &b[0] != &(*buf)[0] {
-		pool.Put(buf)
-		if err == nil {
-			err = fmt.Errorf("encode %T: it changed while it was encoded", m)
-		}
+	buf, err := ProtoMarshalPooled(m, size)
+	if err != nil {
 		return nil, err
 	}
-	*buf = b
-	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+	return mem.BufferSlice{mem.NewBuffer(buf, PayloadPool)}, nil
 }
 
 // protoUnmarshalBuffers decodes data into m as gRPC's proto codec does: the bytes are made contiguous in

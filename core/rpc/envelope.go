@@ -259,7 +259,7 @@ func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlic
 		data, f, ok := m.envelopeData()
 		if !ok {
 			var err error
-			if head, err = grpctool.ProtoMarshalAppend(head, m); err != nil {
+			if head, err = grpctool.ProtoMarshalAppendSized(head, m, sizes[i]); err != nil {
 				return nil, false
 			}
 			continue

@@ -168,14 +168,10 @@ func (s *Stream) SendMsg(m any) error {
 func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
 	if pm, ok := m.(proto.Message); ok {
 		if size := grpctool.ProtoSize(pm); size >= pooledMin && size <= maxMsg {
-			buf := grpctool.PayloadPool.Get(size)
-			b, err := grpctool.ProtoMarshalAppend((*buf)[:0], pm)
-			if err == nil && len(b) == size && &b[0] == &(*buf)[0] {
-				*buf = b
-				return b, buf, nil
+			if buf, err := grpctool.ProtoMarshalPooled(pm, size); err == nil {
+				return *buf, buf, nil
 			}
 			// Refused, or the message changed while it was encoded: encode it as any other.
-			grpctool.PayloadPool.Put(buf)
 		}
 	}
 	data, err = grpctool.MarshalFrame(m)
