@@ -12,6 +12,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/h2conn"
 	"github.com/tunnelbench/tunnelbench/internal/poll"
 )
 
@@ -33,8 +34,12 @@ type AgentConfig struct {
 	Route Route
 	// Token is the agent's token; empty means AgentToken(ID).
 	Token string
-	// DialOptions are added to the agent's connection to kas.
+	// DialOptions are added to the agent's connection to kas. They are gRPC-go's, so setting them
+	// selects GRPCClient.
 	DialOptions []grpc.DialOption
+	// GRPCClient connects the agent with gRPC-go's ClientConn (tunclient.DialKas) instead of h2conn
+	// (tunclient.DialKasHTTP2), the default.
+	GRPCClient bool
 	// MinIdle is how many idle tunnels the agent keeps; zero means tunclient's default. The agent may
 	// open at least that many tunnels.
 	MinIdle        int
@@ -50,7 +55,7 @@ type AgentConfig struct {
 type Agent struct {
 	ID    int64
 	Agent *tunclient.Agent
-	conn  *grpc.ClientConn
+	conn  tunclient.KasConn
 }
 
 // StartAgent connects an agent to kas and starts it. It does not wait for its tunnels.
@@ -58,7 +63,14 @@ func StartAgent(cfg AgentConfig) (*Agent, error) {
 	if cfg.Route.Target == "" {
 		return nil, fmt.Errorf("agent %d: no route to kas", cfg.ID)
 	}
-	conn, err := tunclient.DialKas(cfg.Route.Target, cmp.Or(cfg.Token, AgentToken(cfg.ID)), append(cfg.Route.DialOptions(), cfg.DialOptions...)...)
+	token := cmp.Or(cfg.Token, AgentToken(cfg.ID))
+	var conn tunclient.KasConn
+	var err error
+	if cfg.GRPCClient || len(cfg.DialOptions) > 0 {
+		conn, err = tunclient.DialKas(cfg.Route.Target, token, append(cfg.Route.DialOptions(), cfg.DialOptions...)...)
+	} else {
+		conn, err = tunclient.DialKasHTTP2(cfg.Route.Target, token, h2conn.Options{Dial: cfg.Route.Dial})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("agent %d: %w", cfg.ID, err)
 	}
