@@ -24,6 +24,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tracing"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
+	"github.com/tunnelbench/tunnelbench/core/tunclient/h2conn"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
 
@@ -49,18 +50,31 @@ type Config struct {
 	// TLS, when set, secures the connection to kas (verifying kas, and presenting a client certificate
 	// for mutual TLS when it has one); nil is plaintext, for loopback development only.
 	TLS *tls.Config
-	// DialOptions are added to the connection to kas.
+	// KasClient is the client of the connection to kas: KasClientHTTP2 (the default when empty) or
+	// KasClientGRPC.
+	KasClient string
+	// DialOptions are added to the connection to kas. They are gRPC-go's: setting them selects
+	// KasClientGRPC.
 	DialOptions []grpc.DialOption
 	// OTLPEndpoint, when set, exports a span per proxied call over OTLP/gRPC (HOST:PORT, plaintext).
 	OTLPEndpoint string
 	Log          *slog.Logger
 }
 
+// The clients an agent can connect to kas with.
+const (
+	// KasClientHTTP2 is tunclient.DialKasHTTP2's: gRPC's protocol on an HTTP/2 client that spends
+	// no goroutine on an idle tunnel.
+	KasClientHTTP2 = "http2"
+	// KasClientGRPC is gRPC-go's ClientConn (tunclient.DialKas), as agents before h2conn.
+	KasClientGRPC = "grpc"
+)
+
 // Agentk is one running agent process.
 type Agentk struct {
 	cfg             Config
 	shutdownTracing func(context.Context) error
-	conn            *grpc.ClientConn
+	conn            tunclient.KasConn
 	upstreams       []*upstreamConn
 	httpUp          *httptunnel.Upstream
 	agent           *tunclient.Agent
@@ -90,15 +104,26 @@ func New(cfg Config) (*Agentk, error) {
 	if err != nil {
 		return nil, err
 	}
-	dial := append([]grpc.DialOption{
-		grpc.WithChainStreamInterceptor(clientMetrics.StreamClientInterceptor()),
-		grpc.WithChainUnaryInterceptor(clientMetrics.UnaryClientInterceptor()),
-	}, cfg.DialOptions...)
-	var conn *grpc.ClientConn
-	if cfg.TLS != nil {
-		conn, err = tunclient.DialKasTLS(cfg.KasAddress, cfg.Token, cfg.TLS, dial...)
-	} else {
-		conn, err = tunclient.DialKas(cfg.KasAddress, cfg.Token, dial...)
+	var conn tunclient.KasConn
+	switch {
+	case cfg.KasClient == KasClientGRPC || len(cfg.DialOptions) > 0:
+		dial := append([]grpc.DialOption{
+			grpc.WithChainStreamInterceptor(clientMetrics.StreamClientInterceptor()),
+			grpc.WithChainUnaryInterceptor(clientMetrics.UnaryClientInterceptor()),
+		}, cfg.DialOptions...)
+		if cfg.TLS != nil {
+			conn, err = tunclient.DialKasTLS(cfg.KasAddress, cfg.Token, cfg.TLS, dial...)
+		} else {
+			conn, err = tunclient.DialKas(cfg.KasAddress, cfg.Token, dial...)
+		}
+	case cfg.KasClient == "" || cfg.KasClient == KasClientHTTP2:
+		// The agent's only calls to kas are tunnels, which are streams: no unary interceptor.
+		conn, err = tunclient.DialKasHTTP2(cfg.KasAddress, cfg.Token, h2conn.Options{
+			TLS:                cfg.TLS,
+			StreamInterceptors: []grpc.StreamClientInterceptor{clientMetrics.StreamClientInterceptor()},
+		})
+	default:
+		err = fmt.Errorf("agentk: kas client %q is neither %s nor %s", cfg.KasClient, KasClientHTTP2, KasClientGRPC)
 	}
 	if err != nil {
 		return nil, err

@@ -46,6 +46,7 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	fs.DurationVar(&cfg.Pool.MaxIdleTime, "max-idle-time", tunclient.DefaultMaxIdleTime, "idle time after which tunnels above --min-idle close")
 	fs.BoolVar(&cfg.Pool.NoBatches, "no-tunnel-batches", false, "never offer kas batches, so that each message of a call travels alone, as agents before batches did (to compare)")
 	fs.BoolVar(&cfg.Pool.SingleUse, "single-use-tunnels", false, "open a tunnel per call, as the protocol's first version does, instead of tunnels that carry call after call (to compare; a kas that does not offer reuse gets single-use tunnels anyway)")
+	fs.StringVar(&cfg.KasClient, "kas-client", KasClientHTTP2, "client of the connection to kas: http2 (gRPC's protocol on an HTTP/2 client that spends no goroutine on an idle tunnel) or grpc (gRPC-go's ClientConn, as agents before it; to compare)")
 	fs.IntVar(&cfg.Pool.MaxMessageSize, "max-message-size", tunclient.DefaultMaxMessageSize, "largest proxied message in bytes")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "address serving /metrics, /healthz and /readyz, for example 127.0.0.1:8152; empty disables it")
 	fs.BoolVar(&cfg.NoDemo, "no-demo", false, "do not serve the built-in demo service (an --expose of tunnelbench.demo.v1.Demo replaces it anyway)")
@@ -74,6 +75,9 @@ func ParseArgs(args []string, stdout, logOut io.Writer) (Config, error) {
 	}
 	if cfg.KasAddress == "" {
 		errs = append(errs, errors.New("--kas-address must not be empty"))
+	}
+	if cfg.KasClient != KasClientHTTP2 && cfg.KasClient != KasClientGRPC {
+		errs = append(errs, fmt.Errorf("--kas-client must be %s or %s, got %q", KasClientHTTP2, KasClientGRPC, cfg.KasClient))
 	}
 	positive := func(name string, v int) {
 		if v <= 0 {

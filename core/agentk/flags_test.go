@@ -63,12 +63,17 @@ func TestParseArgs(t *testing.T) {
 		cfg := parse(t, "--token", secret)
 		want := tunclient.Config{MinIdle: tunclient.DefaultMinIdle, MaxConnections: tunclient.DefaultMaxConnections,
 			ScaleUpStep: tunclient.DefaultScaleUpStep, MaxIdleTime: tunclient.DefaultMaxIdleTime, MaxMessageSize: tunclient.DefaultMaxMessageSize}
-		if cfg.Token != secret || cfg.KasAddress != agentk.DefaultKasAddress || cfg.TLS != nil || cfg.HTTPUpstream != nil || cfg.Expose != nil || cfg.NoDemo {
+		if cfg.Token != secret || cfg.KasAddress != agentk.DefaultKasAddress || cfg.KasClient != agentk.KasClientHTTP2 || cfg.TLS != nil || cfg.HTTPUpstream != nil || cfg.Expose != nil || cfg.NoDemo {
 			t.Fatalf("config %+v", cfg)
 		}
 		if cfg.Pool.MinIdle != want.MinIdle || cfg.Pool.MaxConnections != want.MaxConnections || cfg.Pool.ScaleUpStep != want.ScaleUpStep ||
 			cfg.Pool.MaxIdleTime != want.MaxIdleTime || cfg.Pool.MaxMessageSize != want.MaxMessageSize {
 			t.Fatalf("pool %+v, want the defaults %+v", cfg.Pool, want)
+		}
+	})
+	t.Run("kas client", func(t *testing.T) {
+		if cfg := parse(t, "--token", secret, "--kas-client", "grpc"); cfg.KasClient != agentk.KasClientGRPC {
+			t.Fatalf("kas client %q, want grpc", cfg.KasClient)
 		}
 	})
 	t.Run("token file", func(t *testing.T) {
@@ -116,6 +121,7 @@ func TestParseArgs(t *testing.T) {
 		"empty token file":          {[]string{"--token-file", emptyFile}, []string{"--token-file", "is empty"}},
 		"token flag without value":  {[]string{"--token"}, []string{"flag --token needs a value"}},
 		"empty kas address":         {[]string{"--token", secret, "--kas-address", ""}, []string{"--kas-address must not be empty"}},
+		"unknown kas client":        {[]string{"--token", secret, "--kas-client", "quic"}, []string{`--kas-client must be http2 or grpc, got "quic"`}},
 		"zero min idle":             {[]string{"--token", secret, "--min-idle", "0"}, []string{"--min-idle must be positive, got 0"}},
 		"negative connections":      {[]string{"--token", secret, "--max-connections", "-1"}, []string{"--max-connections must be positive, got -1"}},
 		"zero scale-up step":        {[]string{"--token", secret, "--scale-up-step", "0"}, []string{"--scale-up-step must be positive, got 0"}},

@@ -192,10 +192,11 @@ func (t *transport) readLoop() {
 				t.resetStream(se.StreamID, se.Code, fmt.Errorf("h2conn: the server's frame broke stream %d: %w", se.StreamID, err))
 				continue
 			}
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				// Not io's errors: a stream would take them for its own end.
+				err = errors.New("the server closed the connection")
 			}
-			t.fail(fmt.Errorf("read: %w", err))
+			t.fail(fmt.Errorf("read: %v", err))
 			return
 		}
 		t.lastRead.Store(monotonic())
@@ -300,10 +301,19 @@ func (t *transport) onReset(f *http2.RSTStreamFrame) {
 	t.mu.Lock()
 	s := t.streams[f.StreamID]
 	delete(t.streams, f.StreamID)
+	// A server that ended its response resets the stream to stop the request (gRPC-go does so when
+	// a handler returns before the client's end): what it sent is still read, and the sender sees
+	// the end.
+	ended := s != nil && s.recvDone
 	t.mu.Unlock()
-	if s != nil {
-		s.fail(http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
+	if s == nil {
+		return
 	}
+	if ended {
+		s.cond.Broadcast()
+		return
+	}
+	s.fail(http2.StreamError{StreamID: f.StreamID, Code: f.ErrCode})
 }
 
 // resetStream ends a stream from our side: it is told RST_STREAM with code, and its caller err.
