@@ -34,16 +34,19 @@ func callers(e *testenv.Env) map[string]testgrpc.TestServiceClient {
 
 // variant is one way a call crosses kas and the agent: kas's listeners on TCP or bufconn, the agent
 // serving its services straight from the tunnel (the default) or on a grpc.Server behind bufconn, and
-// tunnels that carry call after call (the default) or one call each.
+// tunnels that carry call after call (the default) or one call each, and the agent's connection to kas
+// on h2conn (the default) or gRPC-go's ClientConn.
 type variant struct {
 	transport     testenv.Transport
 	bufconnServer bool
 	singleUse     bool
+	grpcClient    bool
 }
 
 // options sets the variant on o.
 func (v variant) options(o testenv.Options) testenv.Options {
 	o.Transport = v.transport
+	o.GRPCClient = o.GRPCClient || v.grpcClient
 	if v.bufconnServer || v.singleUse {
 		inner := o.Agent
 		o.Agent = func(id int64, c *tunclient.Config) {
@@ -64,6 +67,8 @@ func forEachVariant(t *testing.T, f func(t *testing.T, v variant)) {
 		"agent-bufconn-server": {transport: testenv.TCP, bufconnServer: true},
 		"single-use":           {transport: testenv.TCP, singleUse: true},
 		"single-use-bufconn":   {transport: testenv.TCP, bufconnServer: true, singleUse: true},
+		"grpc-client":          {transport: testenv.TCP, grpcClient: true},
+		"grpc-client-single":   {transport: testenv.TCP, grpcClient: true, singleUse: true},
 	} {
 		t.Run(name, func(t *testing.T) { f(t, v) })
 	}

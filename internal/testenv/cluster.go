@@ -22,6 +22,8 @@ type ClusterOptions struct {
 	Kas func(i int, c *kas.Config)
 	// AgentDial adds dial options to agents' connections; CallerDial to the public API clients.
 	AgentDial, CallerDial []grpc.DialOption
+	// GRPCClient connects agents with gRPC-go's ClientConn instead of h2conn, the default.
+	GRPCClient bool
 }
 
 // Cluster is several kas replicas on loopback TCP sharing a tracker and a private API secret.
@@ -101,7 +103,7 @@ func (c *Cluster) StartAgent(id int64, i int) *AgentEnv {
 func (c *Cluster) StartAgentServing(id int64, i int, register func(*tunclient.Agent)) *AgentEnv {
 	t := c.t
 	t.Helper()
-	ae := startAgent(t, c.kas[i], id, c.opts.AgentDial, func(*tunclient.Config) {}, register)
+	ae := startAgent(t, c.kas[i], id, Options{AgentDial: c.opts.AgentDial, GRPCClient: c.opts.GRPCClient}, func(*tunclient.Config) {}, register)
 	Eventually(t, 10*time.Second, func() bool { return c.Kas[i].Registry().Stats().IdleTunnels >= int64(tunclient.DefaultMinIdle) },
 		"agent %d never got idle tunnels on kas %d", id, i)
 	return ae

@@ -46,8 +46,10 @@ type Options struct {
 	Agent func(id int64, c *tunclient.Config)
 	// Register registers extra services on each agent before it starts.
 	Register func(id int64, a *tunclient.Agent)
-	// AgentDial adds dial options to each agent's connection to kas.
+	// AgentDial adds dial options to each agent's connection to kas; they select gRPC-go's client.
 	AgentDial []grpc.DialOption
+	// GRPCClient connects agents with gRPC-go's ClientConn instead of h2conn, the default.
+	GRPCClient bool
 	// CallerDial adds dial options to the public API client.
 	CallerDial []grpc.DialOption
 }
@@ -141,14 +143,14 @@ func (e *Env) StartAgent(id int64) *AgentEnv {
 			e.opts.Register(id, a)
 		}
 	}
-	ae := startAgent(e.t, e.kas, id, e.opts.AgentDial, adjust, register)
+	ae := startAgent(e.t, e.kas, id, e.opts, adjust, register)
 	e.Agents[id] = ae
 	return ae
 }
 
 // startAgent starts agent id on k, serving the test service, with a meter of its own and a quick
 // backoff; adjust and register are the test's hooks. The agent stops when the test ends.
-func startAgent(t testing.TB, k *topology.Kas, id int64, dial []grpc.DialOption, adjust func(*tunclient.Config), register func(*tunclient.Agent)) *AgentEnv {
+func startAgent(t testing.TB, k *topology.Kas, id int64, opts Options, adjust func(*tunclient.Config), register func(*tunclient.Agent)) *AgentEnv {
 	t.Helper()
 	route, err := k.AgentRoute(id)
 	if err != nil {
@@ -160,7 +162,7 @@ func startAgent(t testing.TB, k *topology.Kas, id int64, dial []grpc.DialOption,
 	}
 	ae := &AgentEnv{ID: id, Metrics: mp}
 	ae.agent, err = topology.StartAgent(topology.AgentConfig{
-		ID: id, Route: route, Token: Token(id), DialOptions: dial,
+		ID: id, Route: route, Token: Token(id), DialOptions: opts.AgentDial, GRPCClient: opts.GRPCClient,
 		Adjust: func(c *tunclient.Config) {
 			c.Meter, c.Backoff = mp.Meter("agent"), backoff
 			adjust(c)

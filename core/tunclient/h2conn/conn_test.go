@@ -17,10 +17,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tunclient/h2conn"
