@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -59,6 +60,7 @@ type clientStream struct {
 	recvDone      bool // END_STREAM received
 	recvUsed      int  // of our window: received and not yet returned by a window update
 	recvUnacked   int  // read (or padding), to return with the next window update
+	want          int  // what the waiting reader waits for: no wake-up before it is queued
 	err           error
 
 	// The receiver's.
@@ -256,7 +258,7 @@ func (cs *clientStream) send(pieces [][]byte, end bool) error {
 				return err
 			}
 		}
-		n, err := cs.reserve(total)
+		n, maxFrame, err := cs.reserve(total)
 		if err != nil {
 			t.wmu.Unlock()
 			return err
@@ -266,26 +268,33 @@ func (cs *clientStream) send(pieces [][]byte, end bool) error {
 			t.wmu.Unlock() // another stream took the connection's window first
 			continue
 		}
-		bufs := make(net.Buffers, 0, 2+len(pieces))
+		bufs := make([][]byte, 0, 2+len(pieces)+2*(n/maxFrame))
 		if hdr != nil {
 			bufs = append(bufs, hdr)
 		}
-		if n > 0 || (end && last) {
+		// A batch's worth of frames goes out in one write.
+		for rest := n; rest > 0 || (end && last); {
+			size := min(rest, maxFrame)
+			endFrame := end && last && size == rest
 			var flags http2.Flags
-			if end && last {
+			if endFrame {
 				flags = http2.FlagDataEndStream
 			}
-			bufs = append(bufs, appendFrameHeader(t.frameHdr[:0], n, http2.FrameData, flags, cs.id))
-			for rest := n; rest > 0; {
+			bufs = append(bufs, appendFrameHeader(make([]byte, 0, frameHeaderLen), size, http2.FrameData, flags, cs.id))
+			for part := size; part > 0; {
 				p := pieces[0]
-				if len(p) > rest {
-					bufs = append(bufs, p[:rest])
-					pieces[0] = p[rest:]
+				if len(p) > part {
+					bufs = append(bufs, p[:part])
+					pieces[0] = p[part:]
 					break
 				}
 				bufs = append(bufs, p)
 				pieces = pieces[1:]
-				rest -= len(p)
+				part -= len(p)
+			}
+			rest -= size
+			if endFrame {
+				break
 			}
 		}
 		err = t.writeBuffers(bufs)
@@ -302,40 +311,46 @@ func (cs *clientStream) send(pieces [][]byte, end bool) error {
 	}
 }
 
-// smallWrite is the size below which a write's pieces are copied into one buffer: one write of a
-// small frame costs less than a vectored one, and a TLS connection would seal each piece apart.
-const smallWrite = 4 << 10
+// copyLimit is the most a writer copies into the queue: larger writes wait for their turn and go out
+// from the caller's buffers, with what is queued in front.
+const copyLimit = 32 << 10
 
-var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, smallWrite); return &b }}
-
-// writeBuffers writes bufs in one go. Call with t.wmu held.
-func (t *transport) writeBuffers(bufs net.Buffers) error {
+// writeBuffers writes bufs, in order with every other writer. Call with t.wmu held.
+func (t *transport) writeBuffers(bufs [][]byte) error {
 	size := 0
 	for _, b := range bufs {
 		size += len(b)
 	}
-	if size <= smallWrite || len(bufs) == 1 {
-		if len(bufs) == 1 {
-			return t.write(bufs[0])
-		}
-		bp := writeBufs.Get().(*[]byte)
-		b := (*bp)[:0]
-		for _, p := range bufs {
-			b = append(b, p...)
-		}
-		err := t.write(b)
-		*bp = b[:0]
-		writeBufs.Put(bp)
-		return err
+	if size <= copyLimit {
+		t.queueLocked(bufs...)
+		return t.flushLocked()
 	}
-	if _, err := bufs.WriteTo(t.nc); err != nil {
-		t.fail(errors.Join(errWrite, err))
+	for t.flushing {
+		t.flushed.Wait()
+	}
+	t.flushing = true
+	queued := t.pending
+	t.pending = nil
+	t.wmu.Unlock()
+	out := make(net.Buffers, 0, 1+len(bufs))
+	if queued != nil {
+		out = append(out, *queued)
+	}
+	out = append(out, bufs...)
+	_, err := out.WriteTo(t.nc)
+	if queued != nil {
+		*queued = (*queued)[:0]
+		pendingBufs.Put(queued)
+	}
+	t.wmu.Lock()
+	t.flushing = false
+	if err != nil {
+		t.flushed.Broadcast()
+		t.fail(fmt.Errorf("write: %w", err))
 		return t.failure()
 	}
-	return nil
+	return t.flushLocked() // what others queued meanwhile
 }
-
-var errWrite = errors.New("write")
 
 func (cs *clientStream) opened() bool {
 	cs.t.wmu.Lock()
@@ -369,28 +384,38 @@ func (cs *clientStream) sendErrLocked() error {
 	return nil
 }
 
-// reserve takes up to total bytes of both windows and a frame, without waiting.
-func (cs *clientStream) reserve(total int) (int, error) {
+// sendBatch is the most a stream writes in one turn: large messages leave room for other streams'
+// frames between their batches.
+const sendBatch = 256 << 10
+
+// reserve takes up to total bytes (a batch at most) of both windows, without waiting. It returns the
+// server's frame size too.
+func (cs *clientStream) reserve(total int) (n, maxFrame int, err error) {
 	t := cs.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := cs.sendErrLocked(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	n := int64(min(total, t.maxFrameSize))
-	n = max(0, min(n, cs.sendWindow, t.connSendWindow))
-	cs.sendWindow -= n
-	t.connSendWindow -= n
-	return int(n), nil
+	m := int64(min(total, sendBatch))
+	m = max(0, min(m, cs.sendWindow, t.connSendWindow))
+	cs.sendWindow -= m
+	t.connSendWindow -= m
+	return int(m), t.maxFrameSize, nil
 }
 
 // read reads what the server sent on the stream, waiting for it; io.EOF once the server ended it.
 func (cs *clientStream) read(p []byte) (int, error) {
 	t := cs.t
 	t.mu.Lock()
-	for cs.recvQueued == 0 && !cs.recvDone && cs.err == nil {
+	// Waiting for all of p (up to half the window, which a server fills without our updates) takes
+	// one wake-up per message rather than one per frame.
+	want := max(1, min(len(p), t.streamRecvWindow/2))
+	for cs.recvQueued < want && !cs.recvDone && cs.err == nil {
+		cs.want = want
 		cs.cond.Wait()
 	}
+	cs.want = 0
 	if cs.err != nil {
 		t.mu.Unlock()
 		return 0, cs.err

@@ -1,7 +1,6 @@
 package h2conn
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/binary"
 	"errors"
@@ -30,10 +29,12 @@ type transport struct {
 
 	// wmu serialises writes to nc and the header encoder's state, which must follow the wire's order.
 	wmu      sync.Mutex
+	pending  *[]byte   // frames queued for the next write; nil when there are none
+	flushing bool      // a writer is writing; others queue
+	flushed  sync.Cond // on wmu: a write ended
 	hbuf     bytes.Buffer
 	henc     *hpack.Encoder
 	nextID   uint32
-	frameHdr [frameHeaderLen]byte
 
 	mu               sync.Mutex
 	slots            sync.Cond // a stream slot freed, or the transport failed
@@ -58,7 +59,8 @@ const (
 	frameHeaderLen = 9
 	// initialWindow is HTTP/2's window before SETTINGS say otherwise.
 	initialWindow = 65535
-	// readBufferSize is the connection's read buffer: large enough for a few small frames per read.
+	// readBufferSize is the read buffer of a connection that is not a socket (TLS, in-memory): large
+	// enough for a few small frames per read.
 	readBufferSize = 4 << 10
 	// maxStreamID is the last client stream ID; a connection that used it takes no more streams.
 	maxStreamID = 1<<31 - 1
@@ -87,8 +89,9 @@ func newTransport(c *Conn, nc net.Conn) (*transport, error) {
 		connRecvWindow:   c.opts.ConnectionWindow,
 	}
 	t.slots.L = &t.mu
+	t.flushed.L = &t.wmu
 	t.henc = hpack.NewEncoder(&t.hbuf)
-	t.fr = http2.NewFramer(nil, bufio.NewReaderSize(nc, readBufferSize))
+	t.fr = http2.NewFramer(nil, newConnReader(nc))
 	t.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	t.fr.MaxHeaderListSize = c.opts.MaxHeaderListSize
 	t.lastRead.Store(monotonic())
@@ -158,14 +161,58 @@ func (t *transport) fail(err error) {
 	t.c.forget(t)
 }
 
-// write writes b to the connection, failing the transport when that fails. Call with wmu held.
+// write queues b and writes what is queued. Call with wmu held. wmu is released during the write
+// itself, so that other writers queue meanwhile and go out with the next write: under load, frames
+// of many streams share a system call. A writer that finds a write under way leaves its frames to it.
 func (t *transport) write(b []byte) error {
-	if _, err := t.nc.Write(b); err != nil {
-		t.fail(fmt.Errorf("write: %w", err))
-		return t.failure()
+	t.queueLocked(b)
+	return t.flushLocked()
+}
+
+// queueLocked appends parts to what the next write sends. Call with wmu held.
+func (t *transport) queueLocked(parts ...[]byte) {
+	if t.pending == nil {
+		t.pending = pendingBufs.Get().(*[]byte)
+	}
+	for _, p := range parts {
+		*t.pending = append(*t.pending, p...)
+	}
+}
+
+// pendingBufs hold queued frames between writes; a connection holds none while it has nothing to
+// write.
+var pendingBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// flushLocked writes what is queued, unless a write is under way. Call with wmu held.
+func (t *transport) flushLocked() error {
+	if t.flushing {
+		return nil
+	}
+	t.flushing = true
+	defer func() {
+		t.flushing = false
+		t.flushed.Broadcast()
+	}()
+	for t.pending != nil {
+		b := t.pending
+		t.pending = nil
+		t.wmu.Unlock()
+		_, err := t.nc.Write(*b)
+		*b = (*b)[:0]
+		if cap(*b) <= maxPooledPending {
+			pendingBufs.Put(b)
+		}
+		t.wmu.Lock()
+		if err != nil {
+			t.fail(fmt.Errorf("write: %w", err))
+			return t.failure()
+		}
 	}
 	return nil
 }
+
+// maxPooledPending is the largest queue buffer kept for the next writes.
+const maxPooledPending = 1 << 20
 
 func (t *transport) failure() error {
 	t.mu.Lock()
@@ -257,7 +304,9 @@ func (t *transport) onData(f *http2.DataFrame) {
 		if f.StreamEnded() {
 			s.recvDone = true
 		}
-		s.cond.Broadcast()
+		if s.recvQueued >= s.want || s.recvDone || overflow {
+			s.cond.Broadcast()
+		}
 	}
 	t.mu.Unlock()
 	if connInc > 0 {

@@ -1,0 +1,92 @@
+package h2conn
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"syscall"
+)
+
+// connReadBuffer is how much one read of the connection may take: two of gRPC's 16 KiB frames.
+const connReadBuffer = 32 << 10
+
+var readBufs = sync.Pool{New: func() any { b := make([]byte, connReadBuffer); return &b }}
+
+// newConnReader returns the reader of a connection's frames. A socket is read into a pooled buffer
+// that is held only while it holds unread bytes: a quiet connection waits for readability without
+// one (as gRPC-go's server reads). Other connections (TLS, in-memory) get a small bufio.Reader.
+func newConnReader(nc net.Conn) io.Reader {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return bufio.NewReaderSize(nc, readBufferSize)
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return bufio.NewReaderSize(nc, readBufferSize)
+	}
+	return &socketReader{rc: rc}
+}
+
+type socketReader struct {
+	rc   syscall.RawConn
+	buf  *[]byte
+	r, w int
+}
+
+func (s *socketReader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if s.r == s.w {
+		if s.buf != nil {
+			readBufs.Put(s.buf)
+			s.buf = nil
+		}
+		if err := s.fill(); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, (*s.buf)[s.r:s.w])
+	s.r += n
+	return n, nil
+}
+
+// fill waits until the socket is readable and reads what it has, taking a buffer only then.
+func (s *socketReader) fill() error {
+	var n int
+	var readErr error
+	err := s.rc.Read(func(fd uintptr) bool {
+		buf := readBufs.Get().(*[]byte)
+		for {
+			n, readErr = syscall.Read(int(fd), *buf)
+			if !errors.Is(readErr, syscall.EINTR) {
+				break
+			}
+		}
+		if errors.Is(readErr, syscall.EAGAIN) {
+			readBufs.Put(buf)
+			return false
+		}
+		s.buf = buf
+		return true
+	})
+	if err == nil {
+		err = readErr
+	}
+	if err != nil {
+		if s.buf != nil {
+			readBufs.Put(s.buf)
+			s.buf = nil
+		}
+		return err
+	}
+	if n <= 0 {
+		readBufs.Put(s.buf)
+		s.buf = nil
+		return io.EOF
+	}
+	s.r, s.w = 0, n
+	return nil
+}
