@@ -266,6 +266,23 @@ import (
 // subset runs with and without a c64 case before it read 2.20 and 2.70× without, 2.49 and 2.55× with:
 // not separable from this VM's noise.
 //
+// The agent's own HTTP/2 client (2026-12-03, ninth session). The x/net/http2 client measured above was
+// built first (85 KiB, 7 goroutines: heap 53 KiB, because its request-body writer holds a 16 KiB scratch
+// buffer per stream while it waits, and the connection 8 KiB of bufio buffers; 1 MiB calls 10-15% below
+// gRPC-go's client, from its body writer's extra hand-off and copy). core/tunclient/h2conn is instead a
+// client of its own on x/net's framer and HPACK: one reader goroutine per connection, frames written by
+// the stream's caller, keepalive on a timer. An idle agent with its kas end: 23.3 KiB of heap, 30.1 KiB
+// of stacks, 6 goroutines (idle-cost, 1000 agents), from 93.8 KiB and 12. Throughput needed three things
+// (BenchmarkUnaryTunnel1MiB and alternating bench subsets against the gRPC-go client): a first version
+// that wrote each frame with its own system call and woke the reader per frame read 1 MiB c16 at 0.69
+// of direct against 0.80-0.86; batching a stream's frames (256 KiB per write, writev from the caller's
+// buffers), queueing small frames behind a write under way (frames of many streams share a system call),
+// waking a reader once its whole message is queued, and reading sockets into a 32 KiB buffer that is
+// pooled between reads (two syscalls per 16 KiB frame became one) brought 1 MiB c16 to 0.80-0.89
+// (gRPC-go's client 0.79 in the same runs). 64 B at c64 stays lower: 0.78-0.84 against 0.93-1.04,
+// with every stream and the reader on one mutex where gRPC-go's client has a lock per stream and a
+// writer goroutine that batches whatever is queued; left for the next round.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
