@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -43,7 +44,8 @@ type clientStream struct {
 	release sync.Once
 
 	// Guarded by t.wmu, and t.mu to set.
-	id uint32 // 0 until the request header was written
+	id     uint32      // 0 until the request header was written
+	isOpen atomic.Bool // id is set: read without the locks
 
 	// Guarded by t.mu.
 	cond          sync.Cond
@@ -193,6 +195,7 @@ func (cs *clientStream) openLocked() ([]byte, error) {
 		return nil, errRefused
 	}
 	cs.id = t.nextID
+	cs.isOpen.Store(true)
 	t.nextID += 2
 	cs.sendWindow = t.streamSendWindow
 	t.streams[cs.id] = cs
@@ -222,6 +225,9 @@ func (cs *clientStream) openLocked() ([]byte, error) {
 
 // open writes the request header if it was not written yet.
 func (cs *clientStream) open() error {
+	if cs.isOpen.Load() {
+		return nil
+	}
 	t := cs.t
 	t.wmu.Lock()
 	defer t.wmu.Unlock()
@@ -353,9 +359,7 @@ func (t *transport) writeBuffers(bufs [][]byte) error {
 }
 
 func (cs *clientStream) opened() bool {
-	cs.t.wmu.Lock()
-	defer cs.t.wmu.Unlock()
-	return cs.id != 0
+	return cs.isOpen.Load()
 }
 
 // awaitWindow waits until the stream and the connection may send a byte.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -193,6 +194,12 @@ func (t *transport) flushLocked() error {
 		t.flushing = false
 		t.flushed.Broadcast()
 	}()
+	// Before the first write, other goroutines that are ready to run get the processor: under load
+	// their frames join this write (as gRPC-go's writer goroutine finds them queued); alone, this
+	// costs a return from the scheduler.
+	t.wmu.Unlock()
+	runtime.Gosched()
+	t.wmu.Lock()
 	for t.pending != nil {
 		b := t.pending
 		t.pending = nil
