@@ -279,9 +279,14 @@ import (
 // buffers), queueing small frames behind a write under way (frames of many streams share a system call),
 // waking a reader once its whole message is queued, and reading sockets into a 32 KiB buffer that is
 // pooled between reads (two syscalls per 16 KiB frame became one) brought 1 MiB c16 to 0.80-0.89
-// (gRPC-go's client 0.79 in the same runs). 64 B at c64 stays lower: 0.78-0.84 against 0.93-1.04,
-// with every stream and the reader on one mutex where gRPC-go's client has a lock per stream and a
-// writer goroutine that batches whatever is queued; left for the next round.
+// (gRPC-go's client 0.79 in the same runs). 64 B at c64 was then 0.78-0.84 against 0.93-1.04: the
+// profile showed 8% of CPU in write system calls against 3% with gRPC-go's client, whose writer
+// goroutine finds many streams' frames queued when it runs, where here the first writer wrote at once,
+// alone. A writer now yields the processor once (runtime.Gosched) before it writes, so that goroutines
+// ready to run queue their frames into its write: 0.91-0.94, level with gRPC-go's client (0.92-0.94 in
+// the same runs), and BenchmarkUnaryTunnelC64 28.9-31.3 µs per call against 30.4-31.6; alone, the yield
+// returns at once (64 B c1 unchanged). 1 MiB at c64 stays a little lower (0.61-0.71 against 0.79-0.82
+// in those runs; no figure to reach there).
 //
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
