@@ -288,6 +288,20 @@ import (
 // returns at once (64 B c1 unchanged). 1 MiB at c64 stays a little lower (0.61-0.71 against 0.79-0.82
 // in those runs; no figure to reach there).
 //
+// The public path's wake-ups (2026-12-03, tenth session; strace -f -c over 20 000 calls of each
+// benchmark, per call): direct 4.0 writes, 4.0 reads, 0.16 futex calls; `tunnel` 2.0 writes, 4.0 reads,
+// 3.4 futex; `tunnel-public` 5.0 writes, 10.0 reads, 7.0 futex, 1.3 nanosleep and 0.8 sched_yield.
+// The writes are those listed above (the caller's request, kas's PING ack, the batch to the agent, its
+// answer, kas's response). The futex calls are the difference: each is a goroutine made runnable while
+// the other processor sleeps (the runtime wakes a thread for it), and the nanosleeps are that thread's
+// 3 µs waits to steal the goroutine just readied. A direct call hands off four times (caller, client
+// writer, server reader and handler, client reader) and at c1 its two processors rarely sleep between
+// them; the public path hands off about nine times (kas's public reader to its worker, the worker to the
+// tunnel's writer, the Connect stream's reader to its handler, the handler to the waiting call, the call
+// to the public writer, and the agent's reader to its handler, besides the caller's own), most across
+// processors. Fewer hand-offs on kas's side (the Connect handler writing the answer to the public stream
+// itself) is where the public must (≤2.2) would be found; its runs read 1.63-2.60 today.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
