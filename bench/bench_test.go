@@ -288,6 +288,20 @@ import (
 // returns at once (64 B c1 unchanged). 1 MiB at c64 stays a little lower (0.61-0.71 against 0.79-0.82
 // in those runs; no figure to reach there).
 //
+// Large messages on the agent's client again (2026-12-03, tenth session). One binary, the bench
+// topology's agents switched between h2conn and gRPC-go's client by a throw-away switch, `bench
+// --shapes unary-1MiB --concurrency 16,64`, four alternating pairs: 1 MiB bytes/s ×direct 0.78-0.84
+// (h2conn) against 0.80-0.90 at c16, 0.66-0.71 against 0.73-0.84 at c64. The ninth session's subsets
+// had called c16 level. CPU profiles of BenchmarkUnaryTunnel1MiBC16 on both are alike (a third in
+// memmove, a third in system calls), and h2conn makes fewer writes per call (39 writes and writevs
+// against 65, reads level), so the gap is in when goroutines run, not in work done. Two things found on
+// the way and mended: h2conn allocated 489 objects per 1 MiB call against gRPC-go's 243 (a DATA frame
+// struct per frame read, a closure per socket read, a header slice per frame written; now 267, and a
+// 64 B call 168 instead of 172), and a large write's end woke every writer waiting for the connection,
+// which all ran to find it taken again (now the longest waiting one is woken, and its end wakes the
+// next): 3 more alternating pairs read 0.77-0.89 at c16 and 0.66-0.77 at c64 against 0.78-0.80 and
+// 0.63-0.74 before, within the noise.
+//
 // The public path's wake-ups (2026-12-03, tenth session; strace -f -c over 20 000 calls of each
 // benchmark, per call): direct 4.0 writes, 4.0 reads, 0.16 futex calls; `tunnel` 2.0 writes, 4.0 reads,
 // 3.4 futex; `tunnel-public` 5.0 writes, 10.0 reads, 7.0 futex, 1.3 nanosleep and 0.8 sched_yield.
@@ -379,7 +393,10 @@ func BenchmarkUnaryDirect1MiB(b *testing.B) { benchUnary(b, PathDirect, 1<<20) }
 func BenchmarkUnaryTunnel1MiB(b *testing.B) { benchUnary(b, PathTunnel, 1<<20) }
 
 // benchUnaryC64 makes the 64 B call from 64 goroutines at once, like the bench's concurrency-64 case.
-func benchUnaryC64(b *testing.B, path Path) {
+func benchUnaryC64(b *testing.B, path Path) { benchUnaryParallel(b, path, 64, 64) }
+
+// benchUnaryParallel is benchUnary from callers goroutines.
+func benchUnaryParallel(b *testing.B, path Path, size, callers int) {
 	topo, err := StartTopology(context.Background(), TopologyConfig{})
 	if err != nil {
 		b.Fatal(err)
@@ -391,10 +408,11 @@ func benchUnaryC64(b *testing.B, path Path) {
 	}
 	md := metadata.Pairs(rpc.RoutingAgentIDMetadataKey, "1")
 	b.ReportAllocs()
-	b.SetParallelism(64 / max(1, runtime.GOMAXPROCS(0)))
+	b.SetBytes(2 * int64(size))
+	b.SetParallelism(max(1, callers/max(1, runtime.GOMAXPROCS(0))))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		call := load.NewShapeCall(load.ShapeUnary, 64, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
+		call := load.NewShapeCall(load.ShapeUnary, size, conn, func(ctx context.Context) context.Context { return metadata.NewOutgoingContext(ctx, md) })()
 		for pb.Next() {
 			if _, err := call(context.Background()); err != nil {
 				b.Error(err)
@@ -410,6 +428,13 @@ func BenchmarkUnaryDirectC64(b *testing.B) { benchUnaryC64(b, PathDirect) }
 
 // BenchmarkUnaryTunnelC64 is BenchmarkUnaryTunnel from 64 goroutines.
 func BenchmarkUnaryTunnelC64(b *testing.B) { benchUnaryC64(b, PathTunnel) }
+
+// BenchmarkUnaryDirect1MiBC16 is BenchmarkUnaryDirect1MiB from 16 goroutines.
+func BenchmarkUnaryDirect1MiBC16(b *testing.B) { benchUnaryParallel(b, PathDirect, 1<<20, 16) }
+
+// BenchmarkUnaryTunnel1MiBC16 is BenchmarkUnaryTunnel1MiB from 16 goroutines: many large calls share
+// the agent's connection to kas.
+func BenchmarkUnaryTunnel1MiBC16(b *testing.B) { benchUnaryParallel(b, PathTunnel, 1<<20, 16) }
 
 func benchHTTPGet(b *testing.B, tunnel bool) {
 	topo, err := StartTopology(context.Background(), TopologyConfig{})

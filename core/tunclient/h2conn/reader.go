@@ -26,13 +26,20 @@ func newConnReader(nc net.Conn) io.Reader {
 	if err != nil {
 		return bufio.NewReaderSize(nc, readBufferSize)
 	}
-	return &socketReader{rc: rc}
+	s := &socketReader{rc: rc}
+	s.readFD = s.readFrom
+	return s
 }
 
 type socketReader struct {
 	rc   syscall.RawConn
 	buf  *[]byte
 	r, w int
+	// readFD is readFrom, bound once: a closure made per read would be an allocation per read.
+	readFD func(fd uintptr) bool
+	// n and readErr are the last read's result.
+	n       int
+	readErr error
 }
 
 func (s *socketReader) Read(p []byte) (int, error) {
@@ -55,25 +62,10 @@ func (s *socketReader) Read(p []byte) (int, error) {
 
 // fill waits until the socket is readable and reads what it has, taking a buffer only then.
 func (s *socketReader) fill() error {
-	var n int
-	var readErr error
-	err := s.rc.Read(func(fd uintptr) bool {
-		buf := readBufs.Get().(*[]byte)
-		for {
-			n, readErr = syscall.Read(int(fd), *buf)
-			if !errors.Is(readErr, syscall.EINTR) {
-				break
-			}
-		}
-		if errors.Is(readErr, syscall.EAGAIN) {
-			readBufs.Put(buf)
-			return false
-		}
-		s.buf = buf
-		return true
-	})
+	err := s.rc.Read(s.readFD)
+	n := s.n
 	if err == nil {
-		err = readErr
+		err = s.readErr
 	}
 	if err != nil {
 		if s.buf != nil {
@@ -89,4 +81,22 @@ func (s *socketReader) fill() error {
 	}
 	s.r, s.w = 0, n
 	return nil
+}
+
+// readFrom reads the readable socket fd into a pooled buffer; it reports false (wait for readability)
+// when the socket has nothing yet, without keeping a buffer.
+func (s *socketReader) readFrom(fd uintptr) bool {
+	buf := readBufs.Get().(*[]byte)
+	for {
+		s.n, s.readErr = syscall.Read(int(fd), *buf)
+		if !errors.Is(s.readErr, syscall.EINTR) {
+			break
+		}
+	}
+	if errors.Is(s.readErr, syscall.EAGAIN) {
+		readBufs.Put(buf)
+		return false
+	}
+	s.buf = buf
+	return true
 }

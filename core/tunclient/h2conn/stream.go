@@ -274,7 +274,10 @@ func (cs *clientStream) send(pieces [][]byte, end bool) error {
 			t.wmu.Unlock() // another stream took the connection's window first
 			continue
 		}
-		bufs := make([][]byte, 0, 2+len(pieces)+2*(n/maxFrame))
+		frames := n/maxFrame + 1
+		bufs := make([][]byte, 0, 2+len(pieces)+2*frames)
+		// The frames' headers share one allocation; writeBuffers is done with them when it returns.
+		hdrs := make([]byte, 0, frameHeaderLen*frames)
 		if hdr != nil {
 			bufs = append(bufs, hdr)
 		}
@@ -286,7 +289,9 @@ func (cs *clientStream) send(pieces [][]byte, end bool) error {
 			if endFrame {
 				flags = http2.FlagDataEndStream
 			}
-			bufs = append(bufs, appendFrameHeader(make([]byte, 0, frameHeaderLen), size, http2.FrameData, flags, cs.id))
+			at := len(hdrs)
+			hdrs = appendFrameHeader(hdrs, size, http2.FrameData, flags, cs.id)
+			bufs = append(bufs, hdrs[at:len(hdrs):len(hdrs)])
 			for part := size; part > 0; {
 				p := pieces[0]
 				if len(p) > part {
