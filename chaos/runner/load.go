@@ -192,6 +192,10 @@ func (g *loadGen) run(ctx context.Context) error {
 func (g *loadGen) newCall() load.TickCall {
 	kept := map[int]load.Call{}
 	return func(ctx context.Context, t load.Tick) (int, error) {
+		// The call starts before it chooses its kas: one that chose a kas just before a kill marked it
+		// dead then started before the kill ended, and counts as in flight at the kill
+		// (inflight_at_kill), however late its goroutine runs on.
+		started := time.Since(g.start)
 		e := g.entry(t.N)
 		call := kept[e]
 		if call == nil {
@@ -200,14 +204,14 @@ func (g *loadGen) newCall() load.TickCall {
 				kept[e] = call
 			}
 		}
-		return g.one(ctx, call, t)
+		return g.one(ctx, call, t, started)
 	}
 }
 
-// one makes the call of tick t within the scenario's call timeout, and records it.
-func (g *loadGen) one(ctx context.Context, call load.Call, t load.Tick) (int, error) {
+// one makes the call of tick t, started at started (since the load's start), within the scenario's
+// call timeout, and records it.
+func (g *loadGen) one(ctx context.Context, call load.Call, t load.Tick, started time.Duration) (int, error) {
 	agent := g.targets[int(t.N%uint64(len(g.targets)))]
-	started := time.Since(g.start)
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, agentKey{}, agent), g.sc.Load.CallTimeout)
 	n, err := call(cctx)
 	cancel()
