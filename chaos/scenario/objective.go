@@ -64,7 +64,8 @@ type Ref string
 
 // RefInflightAtKill is the number of calls in flight at any moment while a kas or agent was being
 // killed (a kill takes milliseconds: listeners, then connections, then tracker entries), or at the
-// moment a graceful stop began, summed over such faults.
+// moment a graceful stop began, summed over such faults. A call is in flight from the moment it chooses
+// the kas it enters at.
 const RefInflightAtKill Ref = "inflight_at_kill"
 
 // Objective is one check of a run: Metric Op Threshold, over the calls of Scope.
