@@ -311,10 +311,14 @@ import (
 // 3 µs waits to steal the goroutine just readied. A direct call hands off four times (caller, client
 // writer, server reader and handler, client reader) and at c1 its two processors rarely sleep between
 // them; the public path hands off about nine times (kas's public reader to its worker, the worker to the
-// tunnel's writer, the Connect stream's reader to its handler, the handler to the waiting call, the call
-// to the public writer, and the agent's reader to its handler, besides the caller's own), most across
-// processors. Fewer hand-offs on kas's side (the Connect handler writing the answer to the public stream
-// itself) is where the public must (≤2.2) would be found; its runs read 1.63-2.60 today.
+// tunnel's writer, the Connect stream's reader to its handler, the handler to the public writer with the
+// answer and to the waiting call with the verdict, the call to the public writer with the status, and
+// the agent's reader to its handler, besides the caller's own), most across processors. kas's own code
+// adds none of these but the verdict (the Connect handler already writes the answer to the caller's
+// stream itself, and gRPC-go writes a status only when the call's handler returns); the rest are
+// gRPC-go's readers and writer goroutines. Fewer of them needs kas's servers on a transport of their own
+// that writes on the sender's goroutine, as h2conn does for agents: that is where the public must (≤2.2)
+// would be found; its runs read 1.63-2.60 today.
 //
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
