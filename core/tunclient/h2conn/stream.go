@@ -134,10 +134,11 @@ var errRetry = errors.New("h2conn: the connection is going away")
 
 func (cs *clientStream) Context() context.Context { return cs.ctx }
 
-// fail ends the stream with err for its caller, unless it ended already.
+// fail ends the stream with err for its caller, unless it ended already or the server ended it: then
+// what it sent is whole and still read, even once the connection is gone.
 func (cs *clientStream) fail(err error) {
 	cs.t.mu.Lock()
-	if cs.err == nil {
+	if cs.err == nil && !cs.recvDone {
 		cs.err = err
 	}
 	cs.t.mu.Unlock()
@@ -417,21 +418,9 @@ func (cs *clientStream) reserve(total int) (n, maxFrame int, err error) {
 func (cs *clientStream) read(p []byte) (int, error) {
 	t := cs.t
 	t.mu.Lock()
-	// Waiting for all of p (up to half the window, which a server fills without our updates) takes
-	// one wake-up per message rather than one per frame.
-	want := max(1, min(len(p), t.streamRecvWindow/2))
-	for cs.recvQueued < want && !cs.recvDone && cs.err == nil {
-		cs.want = want
-		cs.cond.Wait()
-	}
-	cs.want = 0
-	if cs.err != nil {
+	if err := cs.awaitQueuedLocked(len(p)); err != nil {
 		t.mu.Unlock()
-		return 0, cs.err
-	}
-	if cs.recvQueued == 0 {
-		t.mu.Unlock()
-		return 0, io.EOF
+		return 0, err
 	}
 	n := 0
 	for n < len(p) && len(cs.recv) > 0 {
@@ -441,14 +430,88 @@ func (cs *clientStream) read(p []byte) (int, error) {
 		cs.recvOff += c
 		if cs.recvOff == len(b) {
 			mem.DefaultBufferPool().Put(cs.recv[0])
-			cs.recv[0] = nil
-			cs.recv = cs.recv[1:]
-			cs.recvOff = 0
+			cs.popLocked()
 		}
 	}
+	cs.consumedLocked(n)
+	return n, nil
+}
+
+// readBuffers reads the next n bytes as buffers: the received frames' own buffers where the bytes
+// fill them, and copies only where the n bytes begin or end inside one. A large message then costs
+// no copy beyond the one out of the socket's buffer, as with gRPC-go's client.
+func (cs *clientStream) readBuffers(n int) (mem.BufferSlice, error) {
+	t := cs.t
+	pool := mem.DefaultBufferPool()
+	var out mem.BufferSlice
+	for n > 0 {
+		t.mu.Lock()
+		if err := cs.awaitQueuedLocked(n); err != nil {
+			t.mu.Unlock()
+			out.Free()
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		taken := 0
+		for taken < n && len(cs.recv) > 0 {
+			b := cs.recv[0]
+			rest := (*b)[cs.recvOff:]
+			if cs.recvOff == 0 && len(rest) <= n-taken {
+				out = append(out, mem.NewBuffer(b, pool)) // the buffer is the message's now
+				taken += len(rest)
+				cs.popLocked()
+				continue
+			}
+			c := min(len(rest), n-taken)
+			out = append(out, mem.Copy(rest[:c], pool))
+			taken += c
+			cs.recvOff += c
+			if cs.recvOff == len(*b) {
+				pool.Put(b)
+				cs.popLocked()
+			}
+		}
+		cs.consumedLocked(taken)
+		n -= taken
+	}
+	return out, nil
+}
+
+// awaitQueuedLocked waits until n bytes are queued (up to half the window, which a server fills
+// without our updates: one wake-up per message rather than one per frame) or the stream ended. It
+// returns the stream's error, or io.EOF when nothing is left to read. Call with t.mu held.
+func (cs *clientStream) awaitQueuedLocked(n int) error {
+	want := max(1, min(n, cs.t.streamRecvWindow/2))
+	for cs.recvQueued < want && !cs.recvDone && cs.err == nil {
+		cs.want = want
+		cs.cond.Wait()
+	}
+	cs.want = 0
+	if cs.err != nil {
+		return cs.err
+	}
+	if cs.recvQueued == 0 {
+		return io.EOF
+	}
+	return nil
+}
+
+// popLocked drops the first queued buffer, whose bytes were all taken. Call with t.mu held.
+func (cs *clientStream) popLocked() {
+	cs.recv[0] = nil
+	cs.recv = cs.recv[1:]
+	cs.recvOff = 0
 	if len(cs.recv) == 0 {
 		cs.recv = nil
 	}
+}
+
+// consumedLocked counts n bytes taken off the queue and unlocks t.mu, then returns the stream's window
+// to the server once a quarter of it was read. Call with t.mu held.
+func (cs *clientStream) consumedLocked(n int) {
+	t := cs.t
 	cs.recvQueued -= n
 	cs.recvUnacked += n
 	var inc int
@@ -462,7 +525,6 @@ func (cs *clientStream) read(p []byte) (int, error) {
 	if inc > 0 {
 		t.writeControl(appendWindowUpdate(nil, id, uint32(inc)))
 	}
-	return n, nil
 }
 
 // readFull reads len(p) bytes; io.EOF if the stream ended before the first, io.ErrUnexpectedEOF if
@@ -481,6 +543,10 @@ func (cs *clientStream) readFull(p []byte) error {
 	}
 	return nil
 }
+
+// gatherMin is the smallest message read as the received frames' buffers (readBuffers) rather than
+// copied into one: below it the copy is cheaper than a buffer object per frame.
+const gatherMin = 16 << 10
 
 // SendMsg sends m. It returns io.EOF once the stream ended; RecvMsg then returns its status.
 func (cs *clientStream) SendMsg(m any) error {
@@ -626,7 +692,13 @@ func (cs *clientStream) RecvMsg(m any) error {
 		return cs.finish(status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, cs.maxRecv))
 	}
 	var data mem.BufferSlice
-	if n > 0 {
+	switch {
+	case n >= gatherMin:
+		var err error
+		if data, err = cs.readBuffers(int(n)); err != nil {
+			return cs.finish(cs.streamError(err))
+		}
+	case n > 0:
 		pool := mem.DefaultBufferPool()
 		buf := pool.Get(int(n))
 		if err := cs.readFull(*buf); err != nil {
