@@ -2,6 +2,7 @@ package h2conn
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -16,8 +17,13 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, connReadBuffer); re
 
 // newConnReader returns the reader of a connection's frames. A socket is read into a pooled buffer
 // that is held only while it holds unread bytes: a quiet connection waits for readability without
-// one (as gRPC-go's server reads). Other connections (TLS, in-memory) get a small bufio.Reader.
+// one (as gRPC-go's server reads). TLS is read as it is: crypto/tls keeps a whole record and hands it
+// out from memory, so a buffer of ours in front would only be held, idle, beside it. Other connections
+// (in-memory) get a small bufio.Reader.
 func newConnReader(nc net.Conn) io.Reader {
+	if _, ok := nc.(*tls.Conn); ok {
+		return nc
+	}
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return bufio.NewReaderSize(nc, readBufferSize)
