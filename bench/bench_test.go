@@ -320,6 +320,35 @@ import (
 // that writes on the sender's goroutine, as h2conn does for agents: that is where the public must (≤2.2)
 // would be found; its runs read 1.63-2.60 today.
 //
+// Eleventh session (2026-12-03). Large messages on h2conn: a received message was copied twice on
+// the agent, into one contiguous buffer (h2conn) and then into the payload's pooled buffer (the tunnel
+// codec), where gRPC-go's client hands the codec its frames' buffers. h2conn now does the same for
+// messages of 16 KiB or more (readBuffers: frames handed over whole, copied only where the message
+// begins or ends inside one). BenchmarkUnaryTunnel1MiBC16's memmove went from 3.51 to 3.14 s per 3 000
+// calls (the copy in h2conn's read, 0.34 s, is gone; the codec's copy from many buffers takes 0.18 s
+// more), 10 more allocations per call (buffer objects). Four alternating bench pairs (old, new): 1 MiB
+// c64 0.72/0.80, 0.66/0.73, 0.71/0.83, 0.71/0.78 of direct; c16 0.90-0.95 against 0.88-0.93; c1 over
+// eight pairs 0.74-0.87 against 0.71-0.86 (medians 0.83 and 0.79: within the noise, no overlapped copy
+// was lost, as a message is read whole either way with a 4 MiB window). What 1 MiB c16 still pays over
+// direct (CPU 10.4 against 9.3 s per 3 000 calls): memclr +0.29 s and madvise +0.11 s, from the 1.2 MB
+// per call the tunnel allocates beyond direct (the in-process caller's request encoding, kept by the
+// request pump for a replay; pooling it needs a reference count shared by the pump and gRPC's write,
+// since a buffer put back early would carry one caller's bytes into another's call), and memmove +0.36
+// s (the receiving copies). TLS: an idle agent over TLS cost 65.7-69.8 KiB of heap for both ends against
+// 23.6 over plaintext: gRPC-go's server reads a connection that is not a socket (tls.Conn) through a
+// 32 KiB bufio.Reader kept for the connection's life (its pooled, non-pinning reader needs a raw
+// socket), and h2conn through a 4 KiB one, both in front of crypto/tls, which keeps a whole record
+// itself. kas's listeners now set ReadBufferSize(0) with TLS and h2conn reads a *tls.Conn as it is: 33.6
+// KiB (TestIdleCostOverTLS), calls over TLS level in three alternating benchmark pairs (64 B 60-66 µs
+// against 65-74, 1 MiB 3.7-4.1 ms against 3.8-3.9). The public path once more: the binaries of a333e59
+// (agents on gRPC-go's client) and 1ac66f0 (h2conn), three alternating pairs of `bench --shapes
+// unary-64B --concurrency 1 --rounds 6`: `tunnel` p50 50-58 against 46-65 µs, `tunnel-public` 117-118
+// against 111-124, direct 47-50 against 42-57. Replacing one end's transport (the hand-off to gRPC's
+// writer goroutine and its keepalive and serializer goroutines gone) moved neither beyond the noise, so
+// a transport of kas's own on the public side would not by itself take the public path from about 2.4
+// to 2.2: its two hops are each a whole gRPC call over a socket (≈ 1 + 1.1 direct calls), which leaves
+// kas's routing, verdict and PING ack 0.1 of a direct call (about 5 µs) in all.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
