@@ -277,6 +277,7 @@ func (p *pool) serveTunnel(c *conn) tunnelEnd {
 				defer confirm.Stop()
 			}
 		}
+		rpc.AwaitReceived(stream) // idle: on a shallow stack
 		msg, err := stream.Recv()
 		if calls == 0 && (err == nil || time.Since(opened) >= acceptedAfter) {
 			c.connected = true

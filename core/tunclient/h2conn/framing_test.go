@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
@@ -170,5 +171,62 @@ func TestStreamEndsInsideLargeMessage(t *testing.T) {
 	}
 	if _, err := s.Recv(); status.Code(err) != codes.Internal {
 		t.Fatalf("a stream that ends inside a message: %v, want Internal", err)
+	}
+}
+
+// TestAwaitReceived: AwaitReceived returns once a message arrived, without taking it, and once the
+// stream ended or was cancelled.
+func TestAwaitReceived(t *testing.T) {
+	addr, _ := start(t, &server{})
+	c := dial(t, addr, h2conn.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	s, err := testgrpc.NewTestServiceClient(c).FullDuplexCall(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := s.(interface{ AwaitReceived() })
+	if !ok {
+		if g, isGeneric := s.(*grpc.GenericClientStream[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]); isGeneric {
+			a, ok = g.ClientStream.(interface{ AwaitReceived() })
+		}
+	}
+	if !ok {
+		t.Fatalf("%T does not await", s)
+	}
+	if err := s.Send(&testgrpc.StreamingOutputCallRequest{Payload: payload(3)}); err != nil {
+		t.Fatal(err)
+	}
+	a.AwaitReceived()
+	a.AwaitReceived() // nothing was taken: still there
+	if m, err := s.Recv(); err != nil || len(m.GetPayload().GetBody()) != 3 {
+		t.Fatalf("after AwaitReceived: %v, %v", m, err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	a.AwaitReceived() // the server's end
+	if _, err := s.Recv(); err != io.EOF {
+		t.Fatalf("the end: %v", err)
+	}
+
+	cctx, ccancel := context.WithCancel(ctx)
+	s2, err := testgrpc.NewTestServiceClient(c).FullDuplexCall(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s2.(*grpc.GenericClientStream[testgrpc.StreamingOutputCallRequest, testgrpc.StreamingOutputCallResponse]).ClientStream.(interface{ AwaitReceived() }).AwaitReceived()
+	}()
+	ccancel()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("a cancelled stream's AwaitReceived did not return")
+	}
+	if _, err := s2.Recv(); status.Code(err) != codes.Canceled {
+		t.Fatalf("a cancelled stream: %v", err)
 	}
 }

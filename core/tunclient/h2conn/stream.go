@@ -479,6 +479,19 @@ func (cs *clientStream) readBuffers(n int) (mem.BufferSlice, error) {
 	return out, nil
 }
 
+// AwaitReceived waits until the stream has something to receive: a message's bytes, its end or an
+// error (see rpc.Awaiter). It receives nothing.
+func (cs *clientStream) AwaitReceived() {
+	t := cs.t
+	t.mu.Lock()
+	for cs.recvQueued == 0 && !cs.recvDone && cs.err == nil && cs.recvErr == nil {
+		cs.want = 1
+		cs.cond.Wait()
+	}
+	cs.want = 0
+	t.mu.Unlock()
+}
+
 // awaitQueuedLocked waits until n bytes are queued (up to half the window, which a server fills
 // without our updates: one wake-up per message rather than one per frame) or the stream ended. It
 // returns the stream's error, or io.EOF when nothing is left to read. Call with t.mu held.
