@@ -347,7 +347,14 @@ import (
 // writer goroutine and its keepalive and serializer goroutines gone) moved neither beyond the noise, so
 // a transport of kas's own on the public side would not by itself take the public path from about 2.4
 // to 2.2: its two hops are each a whole gRPC call over a socket (≈ 1 + 1.1 direct calls), which leaves
-// kas's routing, verdict and PING ack 0.1 of a direct call (about 5 µs) in all.
+// kas's routing, verdict and PING ack 0.1 of a direct call (about 5 µs) in all. Idle stacks: the
+// agent's pool goroutine waited for the next call inside Recv (2.2 KiB deep, 3.0 after a call), and the
+// runtime halves a stack at a collection only while its use plus 800 bytes of guard is under a quarter
+// of it, so it kept 8 KiB. It now waits before Recv (rpc.AwaitReceived, through the batch and end
+// wrappers to h2conn), about 1 KiB deep, and is halved to 4 KiB: idle stacks both ends 29.5-30.2 ->
+// 25.8-27.2 KiB in three bench runs each (49.1-50.6 KiB in all). 64 B c1 `tunnel` read 1.05-1.18× over
+// seven alternating bench pairs against 1.02-1.14 (medians 1.16 and 1.10), BenchmarkUnaryTunnel 78-105
+// against 75-94 µs in five pairs (medians 81 and 84): no cost separable from the noise.
 //
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
