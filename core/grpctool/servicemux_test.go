@@ -142,3 +142,37 @@ func TestServiceMuxServiceInfoAndDuplicates(t *testing.T) {
 	}()
 	healthpb.RegisterHealthServer(mux, health.NewServer())
 }
+
+// TestServiceMuxesShareTablesNotServices: muxes that register the same description share its table,
+// each serving its own implementation, and a service registered on one is unknown to another.
+func TestServiceMuxesShareTablesNotServices(t *testing.T) {
+	ctx := muxCtx(t)
+	a, b, c := NewServiceMux(nil, nil), NewServiceMux(nil, nil), NewServiceMux(nil, nil)
+	ha, hb := health.NewServer(), health.NewServer()
+	hb.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(a, ha)
+	healthpb.RegisterHealthServer(b, hb)
+	if a.services[healthpb.Health_ServiceDesc.ServiceName].table != b.services[healthpb.Health_ServiceDesc.ServiceName].table {
+		t.Error("two muxes built a table each for one description")
+	}
+	for _, tc := range []struct {
+		mux  *ServiceMux
+		want healthpb.HealthCheckResponse_ServingStatus
+	}{{a, healthpb.HealthCheckResponse_SERVING}, {b, healthpb.HealthCheckResponse_NOT_SERVING}} {
+		conn := NewInProcessConn(tc.mux.Handle)
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		conn.Wait()
+		if err != nil || resp.GetStatus() != tc.want {
+			t.Errorf("check: %v, %v; want %v", resp, err, tc.want)
+		}
+	}
+	conn := NewInProcessConn(c.Handle)
+	defer conn.Wait()
+	_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "unknown service") {
+		t.Errorf("a mux without the service: %v", err)
+	}
+	if len(c.GetServiceInfo()) != 0 {
+		t.Errorf("a mux without services lists %v", c.GetServiceInfo())
+	}
+}
