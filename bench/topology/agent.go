@@ -3,6 +3,7 @@ package topology
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -40,6 +41,9 @@ type AgentConfig struct {
 	// GRPCClient connects the agent with gRPC-go's ClientConn (tunclient.DialKas) instead of h2conn
 	// (tunclient.DialKasHTTP2), the default.
 	GRPCClient bool
+	// TLS, when set, connects the agent to kas over TLS (h2conn only: with GRPCClient or DialOptions,
+	// TLS is theirs to set).
+	TLS *tls.Config
 	// MinIdle is how many idle tunnels the agent keeps; zero means tunclient's default. The agent may
 	// open at least that many tunnels.
 	MinIdle        int
@@ -66,10 +70,13 @@ func StartAgent(cfg AgentConfig) (*Agent, error) {
 	token := cmp.Or(cfg.Token, AgentToken(cfg.ID))
 	var conn tunclient.KasConn
 	var err error
+	if cfg.TLS != nil && (cfg.GRPCClient || len(cfg.DialOptions) > 0) {
+		return nil, fmt.Errorf("agent %d: TLS is set for h2conn, and the agent dials with gRPC-go's client", cfg.ID)
+	}
 	if cfg.GRPCClient || len(cfg.DialOptions) > 0 {
 		conn, err = tunclient.DialKas(cfg.Route.Target, token, append(cfg.Route.DialOptions(), cfg.DialOptions...)...)
 	} else {
-		conn, err = tunclient.DialKasHTTP2(cfg.Route.Target, token, h2conn.Options{Dial: cfg.Route.Dial})
+		conn, err = tunclient.DialKasHTTP2(cfg.Route.Target, token, h2conn.Options{Dial: cfg.Route.Dial, TLS: cfg.TLS})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("agent %d: %w", cfg.ID, err)

@@ -5,11 +5,9 @@ import (
 	"testing"
 
 	"github.com/tunnelbench/tunnelbench/bench/topology"
-	"github.com/tunnelbench/tunnelbench/core/demo"
 	"github.com/tunnelbench/tunnelbench/core/kas"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
 	"github.com/tunnelbench/tunnelbench/core/tunclient"
-	"github.com/tunnelbench/tunnelbench/core/tunclient/h2conn"
 	"github.com/tunnelbench/tunnelbench/internal/testcerts"
 )
 
@@ -55,38 +53,18 @@ func idleAgents(t *testing.T, n int, certs *testcerts.Set) IdleCost {
 	}
 	defer k.Shutdown(ctx)
 	before := Snapshot()
-	var started []*tunclient.Agent
-	var conns []*h2conn.Conn
-	defer func() {
-		for i, a := range started {
-			a.Stop(ctx)
-			_ = conns[i].Close()
-		}
-	}()
-	for id := int64(1); id <= int64(n); id++ {
+	agents, err := topology.StartAgents(ctx, n, func(id int64) (topology.AgentConfig, error) {
 		route, err := k.AgentRoute(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var o h2conn.Options
+		ac := topology.AgentConfig{ID: id, Route: route}
 		if certs != nil {
-			o.TLS = tlsfiles.Client(certs.Pool, "localhost", nil)
+			ac.TLS = tlsfiles.Client(certs.Pool, "localhost", nil)
 		}
-		conn, err := tunclient.DialKasHTTP2(route.Target, topology.AgentToken(id), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := tunclient.New(tunclient.Config{KasConn: conn})
-		if err != nil {
-			_ = conn.Close()
-			t.Fatal(err)
-		}
-		demo.Register(a)
-		started, conns = append(started, a), append(conns, conn)
-		if err := a.Start(); err != nil {
-			t.Fatal(err)
-		}
+		return ac, err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer agents.Stop(ctx)
 	want := int64(n * tunclient.DefaultMinIdle)
 	if err := topology.WaitIdle(ctx, testTimeout, want, func() int64 { return k.Server.Registry().Stats().IdleTunnels }); err != nil {
 		t.Fatal(err)

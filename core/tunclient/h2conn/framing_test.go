@@ -125,6 +125,20 @@ func grpcMessages(t *testing.T, payloads ...[]byte) []byte {
 	return out
 }
 
+// rawCall makes the one call a rawServer at addr answers, over a connection whose windows hold its
+// whole answer (rawServer ignores window updates).
+func rawCall(t *testing.T, addr string) testgrpc.TestService_StreamingOutputCallClient {
+	t.Helper()
+	c := dial(t, addr, h2conn.Options{StreamWindow: 1 << 20, ConnectionWindow: 1 << 20})
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	s, err := testgrpc.NewTestServiceClient(c).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // TestMessagesAcrossFrames: large messages (read as the frames' own buffers) and small ones that begin
 // and end inside frames, beside other messages, arrive whole and in order.
 func TestMessagesAcrossFrames(t *testing.T) {
@@ -135,14 +149,7 @@ func TestMessagesAcrossFrames(t *testing.T) {
 	body := grpcMessages(t, payloads...)
 	// Frames that end a few bytes into a message, inside a prefix, and mid-message.
 	cuts := []int{7, 16 << 10, 2, 16 << 10, 16 << 10, 9000, 16 << 10, 16 << 10, 16 << 10, 16 << 10, 16 << 10, 3, 16 << 10}
-	addr := rawServer(t, body, cuts, true)
-	c := dial(t, addr, h2conn.Options{StreamWindow: 1 << 20, ConnectionWindow: 1 << 20})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	s, err := testgrpc.NewTestServiceClient(c).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := rawCall(t, rawServer(t, body, cuts, true))
 	for i, want := range payloads {
 		got, err := s.Recv()
 		if err != nil {
@@ -161,14 +168,7 @@ func TestMessagesAcrossFrames(t *testing.T) {
 // gets Internal, not a short message.
 func TestStreamEndsInsideLargeMessage(t *testing.T) {
 	body := grpcMessages(t, payload(50_000).Body)
-	addr := rawServer(t, body[:30_000], []int{16 << 10}, false)
-	c := dial(t, addr, h2conn.Options{StreamWindow: 1 << 20, ConnectionWindow: 1 << 20})
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	s, err := testgrpc.NewTestServiceClient(c).StreamingOutputCall(ctx, &testgrpc.StreamingOutputCallRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := rawCall(t, rawServer(t, body[:30_000], []int{16 << 10}, false))
 	if _, err := s.Recv(); status.Code(err) != codes.Internal {
 		t.Fatalf("a stream that ends inside a message: %v, want Internal", err)
 	}

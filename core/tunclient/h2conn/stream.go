@@ -482,14 +482,11 @@ func (cs *clientStream) readBuffers(n int) (mem.BufferSlice, error) {
 // AwaitReceived waits until the stream has something to receive: a message's bytes, its end or an
 // error (see rpc.Awaiter). It receives nothing.
 func (cs *clientStream) AwaitReceived() {
-	t := cs.t
-	t.mu.Lock()
-	for cs.recvQueued == 0 && !cs.recvDone && cs.err == nil && cs.recvErr == nil {
-		cs.want = 1
-		cs.cond.Wait()
+	cs.t.mu.Lock()
+	if cs.recvErr == nil { // a finished stream has nothing more to wait for
+		_ = cs.awaitQueuedLocked(1)
 	}
-	cs.want = 0
-	t.mu.Unlock()
+	cs.t.mu.Unlock()
 }
 
 // awaitQueuedLocked waits until n bytes are queued (up to half the window, which a server fills
