@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	protobuf "google.golang.org/protobuf/proto"
 )
 
 // inProcessWindow is how many messages may wait in each direction of an in-process stream before the
@@ -188,6 +189,21 @@ func move(dst, src any) error {
 			return status.Errorf(codes.Internal, "in-process stream: unmarshal into %T: %v", dst, err)
 		}
 		return nil
+	}
+	if d, ok := dst.(*RawFrame); ok {
+		if m, ok := src.(protobuf.Message); ok {
+			if size := ProtoSize(m); size >= PooledMin {
+				// A large request for kas's pump: encoded into a pooled buffer, as gRPC's client encodes
+				// a call's message, which the pump puts back once neither its replay log nor a write
+				// holds it (see request.Frame).
+				buf, err := ProtoMarshalPooled(m, size)
+				if err != nil {
+					return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
+				}
+				d.Data, d.Pooled = *buf, buf
+				return nil
+			}
+		}
 	}
 	data, err := MarshalFrame(src)
 	if err != nil {

@@ -96,3 +96,41 @@ func TestMovePutsBackWhatItDecoded(t *testing.T) {
 		t.Fatal("a buffer went back while its receiver holds the data")
 	}
 }
+
+// A large message sent in process to a receiver of RawFrames (kas's pump) arrives in a buffer of
+// PayloadPool, which TakeShared turns into a buffer counted by references: a frame sharing it is
+// encoded without a copy and with a reference of the write's own, so the buffer goes back only once the
+// sender and the write both let go. A small message arrives as a plain slice.
+func TestLargeMessageMovesPooledAndShared(t *testing.T) {
+	p := usePool(t)
+	msg := wrapperspb.String(strings.Repeat("x", PooledMin))
+	want, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw RawFrame
+	if err := move(&raw, msg); err != nil || !bytes.Equal(raw.Data, want) || raw.Pooled == nil {
+		t.Fatalf("move: %v, pooled %v", err, raw.Pooled != nil)
+	}
+	shared := raw.TakeShared()
+	if shared == nil || raw.Pooled != nil {
+		t.Fatal("a pooled frame did not become a shared buffer")
+	}
+	bs, err := RawCodec{}.Marshal(&RawFrame{Data: raw.Data, Shared: shared})
+	if err != nil || !bytes.Equal(bs.Materialize(), want) {
+		t.Fatalf("marshal: %v, or not the message's bytes", err)
+	}
+	shared.Free() // the sender's reference: the write holds its own
+	if len(p.put) != 0 {
+		t.Fatal("the buffer went back while the write held it")
+	}
+	bs.Free()
+	if len(p.put) != 1 {
+		t.Fatalf("%d buffers back once everyone let go, want 1", len(p.put))
+	}
+
+	var small RawFrame
+	if err := move(&small, wrapperspb.String("small")); err != nil || small.Pooled != nil || small.TakeShared() != nil {
+		t.Fatalf("a small message: %v, pooled %v", err, small.Pooled != nil)
+	}
+}

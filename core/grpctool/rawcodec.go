@@ -20,6 +20,11 @@ type RawFrame struct {
 	// frame goes only to streams of ours: gRPC lets interceptors and stats handlers read a sent message
 	// later. A frame dropped with Pooled set is left to the garbage collector.
 	Pooled *[]byte
+	// Shared, when set, is a buffer that Data is all of and that others hold references to as well (a
+	// large request that kas's pump keeps to replay; see request.Frame): RawCodec's Marshal takes a
+	// reference of its own for gRPC, which frees it once written. The sender keeps its own reference
+	// until SendMsg returns; like Pooled, a shared frame goes only to streams of ours.
+	Shared mem.Buffer
 }
 
 // PayloadPool holds the buffers of large call payloads, received on a tunnel or encoded by an agent:
@@ -47,6 +52,17 @@ func (f *RawFrame) pooledBuffer() (mem.Buffer, bool) {
 	}
 	f.Pooled = nil
 	return mem.NewBuffer(p, PayloadPool), true
+}
+
+// TakeShared turns a pooled frame (Pooled is Data) into a buffer counted by references, with one, the
+// caller's, that puts Pooled back into PayloadPool once the last is freed; f gives Pooled up. It is nil
+// for a frame that is not pooled.
+func (f *RawFrame) TakeShared() mem.Buffer {
+	b, ok := f.pooledBuffer()
+	if !ok {
+		return nil
+	}
+	return b
 }
 
 // RawCodec passes RawFrame through untouched and falls back to protobuf for every other type, so one
@@ -83,6 +99,10 @@ type OwnedUnmarshaler interface {
 func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *RawFrame:
+		if m.Shared != nil {
+			m.Shared.Ref()
+			return mem.BufferSlice{m.Shared}, nil
+		}
 		if b, ok := m.pooledBuffer(); ok {
 			return mem.BufferSlice{b}, nil
 		}

@@ -450,6 +450,25 @@ func pooledEnvelope(field protowire.Number, data *[]byte, pool mem.BufferPool) m
 	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(data, pool)}
 }
 
+// SharedResponseMessage is kas's message of a call (what a ConnectResponse with a Message carries) whose
+// data is a buffer others hold references to as well (a large request kas keeps to replay, see
+// request.Frame): encoded with the raw codec, it takes a reference of its own, which gRPC frees once
+// the message is written. On the wire it is that ConnectResponse.
+type SharedResponseMessage struct {
+	Buf mem.Buffer
+}
+
+// MarshalBuffers implements grpctool.BufferMarshaler.
+func (m *SharedResponseMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
+	n := m.Buf.Len()
+	prefix := appendEnvelopePrefix(make([]byte, 0, envelopeSize(connectResponseMessageField, n)-n), connectResponseMessageField, n)
+	if n == 0 {
+		return mem.BufferSlice{mem.SliceBuffer(prefix)}, true
+	}
+	m.Buf.Ref()
+	return mem.BufferSlice{mem.SliceBuffer(prefix), m.Buf}, true
+}
+
 // PooledSender is a sender of an agent's call messages that can send a PooledMessage.
 type PooledSender interface {
 	SendPooled(m *PooledMessage) error

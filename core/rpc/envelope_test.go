@@ -272,6 +272,46 @@ func TestPooledMessagesEncodeAsTheirEnvelopes(t *testing.T) {
 	}
 }
 
+// A message whose data is a shared buffer is, on the wire, the envelope it stands for (a ConnectResponse
+// or a hop message), and its encoding holds a reference of its own: the buffer goes back to its pool
+// once both the owner and gRPC freed theirs.
+func TestSharedMessagesEncodeAsTheirEnvelopes(t *testing.T) {
+	data := make([]byte, BatchMaxBytes+1)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	for _, c := range []struct {
+		name string
+		want proto.Message
+		msg  func(mem.Buffer) grpctool.BufferMarshaler
+	}{
+		{"ConnectResponse", &ConnectResponse{Msg: &ConnectResponse_Message{Message: &Message{Data: data}}},
+			func(b mem.Buffer) grpctool.BufferMarshaler { return &SharedResponseMessage{Buf: b} }},
+		{"HopMessage", &HopRequest{Msg: &HopRequest_Message{Message: data}},
+			func(b mem.Buffer) grpctool.BufferMarshaler { return &HopMessage{Data: b.ReadOnlyData(), Shared: b} }},
+	} {
+		want, err := proto.Marshal(c.want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+		buf := slices.Clone(data)
+		shared := mem.NewBuffer(&buf, pool)
+		bs, ok := c.msg(shared).MarshalBuffers()
+		if !ok || !bytes.Equal(bs.Materialize(), want) {
+			t.Fatalf("%s: encoded %d bytes (ok %v), want the envelope's %d", c.name, bs.Len(), ok, len(want))
+		}
+		shared.Free()
+		if pool.put != 0 {
+			t.Fatalf("%s: the buffer went back while gRPC held it", c.name)
+		}
+		bs.Free()
+		if pool.put != 1 {
+			t.Fatalf("%s: the buffer went back %d times once both let go, want once", c.name, pool.put)
+		}
+	}
+}
+
 // FuzzProtoFastPath checks the tunnel's and the hop's messages decoded and encoded by vtprotobuf's code
 // (grpctool.ProtoUnmarshal, ProtoMarshal) against protobuf's (codectest.Agree says what may differ).
 func FuzzProtoFastPath(f *testing.F) {

@@ -17,6 +17,9 @@ const hopRequestMessageField protowire.Number = 2
 // encoded without copying Data (the routing kas passes every request message this way).
 type HopMessage struct {
 	Data []byte
+	// Shared, when set, is a buffer that Data is all of and that others hold references to (see
+	// grpctool.RawFrame.Shared): the encoding takes a reference of its own for gRPC's write.
+	Shared mem.Buffer
 }
 
 // MarshalBuffers encodes the envelope's head and hands Data on as it is.
@@ -25,6 +28,10 @@ func (m *HopMessage) MarshalBuffers() (mem.BufferSlice, bool) {
 	head = protowire.AppendVarint(head, uint64(len(m.Data)))
 	if len(m.Data) == 0 {
 		return mem.BufferSlice{mem.SliceBuffer(head)}, true
+	}
+	if m.Shared != nil {
+		m.Shared.Ref()
+		return mem.BufferSlice{mem.SliceBuffer(head), m.Shared}, true
 	}
 	return mem.BufferSlice{mem.SliceBuffer(head), mem.SliceBuffer(m.Data)}, true
 }

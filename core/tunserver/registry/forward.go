@@ -431,6 +431,12 @@ func (tt *tunnelTarget) Send(f request.Frame) error {
 	if f.End {
 		return tt.t.out.Send(closeSendMsg)
 	}
+	if f.Buf != nil {
+		// A pooled message is never held (the pump frees its reference once Send returns): it goes at
+		// once, after what is held, and so does the rest of the request.
+		tt.hold = false
+		return tt.t.out.SendShared(&rpc.SharedResponseMessage{Buf: f.Buf})
+	}
 	m := &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}}
 	if tt.hold && tt.messages > 0 && tt.heldBytes+len(f.Data) <= rpc.BatchMaxBytes {
 		// The request as announced; a message more (a caller that breaks the method's shape), or more

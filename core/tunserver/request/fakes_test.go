@@ -28,12 +28,19 @@ const waitBound = 10 * time.Second
 type fakeStream struct {
 	grpc.ServerStream
 	ctx    context.Context
-	frames chan Frame // unbuffered: a feed completes only when the pump has taken the frame
+	frames chan fedFrame // unbuffered: a feed completes only when the pump has taken the frame
 	recvs  atomic.Int32
 }
 
+// fedFrame is a frame for RecvMsg; pooled, when set, is a buffer of grpctool.PayloadPool that the frame's
+// Data is, as grpctool.InProcessConn hands on a large request.
+type fedFrame struct {
+	Frame
+	pooled *[]byte
+}
+
 func newFakeStream(ctx context.Context) *fakeStream {
-	return &fakeStream{ctx: ctx, frames: make(chan Frame)}
+	return &fakeStream{ctx: ctx, frames: make(chan fedFrame)}
 }
 
 func (s *fakeStream) Context() context.Context { return s.ctx }
@@ -45,7 +52,8 @@ func (s *fakeStream) RecvMsg(m any) error {
 		if f.End {
 			return io.EOF
 		}
-		m.(*grpctool.RawFrame).Data = f.Data
+		raw := m.(*grpctool.RawFrame)
+		raw.Data, raw.Pooled = f.Data, f.pooled
 		return nil
 	case <-s.ctx.Done():
 		return status.FromContextError(s.ctx.Err()).Err()
@@ -64,7 +72,21 @@ func (s *fakeStream) halfClose(t *testing.T) {
 	s.feedFrame(t, Frame{End: true})
 }
 
+// feedPooled hands the pump a request message in a buffer of grpctool.PayloadPool, as a caller in kas's
+// process sends a large one.
+func (s *fakeStream) feedPooled(t *testing.T, data []byte) {
+	t.Helper()
+	buf := grpctool.PayloadPool.Get(len(data))
+	copy(*buf, data)
+	s.feedFed(t, fedFrame{Frame: Frame{Data: *buf}, pooled: buf})
+}
+
 func (s *fakeStream) feedFrame(t *testing.T, f Frame) {
+	t.Helper()
+	s.feedFed(t, fedFrame{Frame: f})
+}
+
+func (s *fakeStream) feedFed(t *testing.T, f fedFrame) {
 	t.Helper()
 	select {
 	case s.frames <- f:
@@ -76,7 +98,7 @@ func (s *fakeStream) feedFrame(t *testing.T, f Frame) {
 // tryFeed offers a message without waiting: it reports whether the pump was reading.
 func (s *fakeStream) tryFeed(data string) bool {
 	select {
-	case s.frames <- Frame{Data: []byte(data)}:
+	case s.frames <- fedFrame{Frame: Frame{Data: []byte(data)}}:
 		return true
 	default:
 		return false

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -21,7 +22,21 @@ const DefaultReplayLimit = 4 << 20
 // Frame is one item of a caller's request: a message, or the half-close.
 type Frame struct {
 	Data []byte
-	End  bool
+	// Buf, when set, is a pooled buffer that Data is all of (a large request of a caller in kas's own
+	// process, see grpctool.InProcessConn), counted by references: the pump holds one while it sends
+	// the frame and one while its replay log keeps it, and the buffer goes back to its pool once the
+	// last is freed. A target that hands Data to a write without copying it passes Buf on with it
+	// (grpctool.RawFrame.Shared), so that the write holds a reference of its own; no target keeps Data
+	// past Send otherwise.
+	Buf mem.Buffer
+	End bool
+}
+
+// free frees the frame's reference to its pooled buffer, if it has one.
+func (f Frame) free() {
+	if f.Buf != nil {
+		f.Buf.Free()
+	}
 }
 
 // Target is where a call's request goes: a tunnel of this kas, or the private API stream to a
@@ -97,10 +112,13 @@ func (p *Pump) attach(target Target, provisional, inline bool) (claimed bool, er
 	if err := target.Begin(); err != nil {
 		return false, err
 	}
-	for _, f := range p.replayLog() {
-		if err := target.Send(f); err != nil {
-			return false, err
-		}
+	log := p.replayLog()
+	err = replay(target, log)
+	for _, f := range log {
+		f.free()
+	}
+	if err != nil {
+		return false, err
 	}
 	p.target, p.provisional = target, provisional
 	select {
@@ -161,11 +179,26 @@ func (p *Pump) Confirm() {
 }
 
 // replayLog is what a new target must get first. Only record appends to the log, under mu as well: the
-// frames returned stay as they are while the caller holds mu.
+// frames returned stay as they are while the caller holds mu. Each pooled frame comes with a reference
+// of the caller's, to free once sent: Accept may drop the log (and its references) meanwhile.
 func (p *Pump) replayLog() []Frame {
 	p.logMu.Lock()
 	defer p.logMu.Unlock()
+	for _, f := range p.log {
+		if f.Buf != nil {
+			f.Buf.Ref()
+		}
+	}
 	return p.log
+}
+
+func replay(target Target, log []Frame) error {
+	for _, f := range log {
+		if err := target.Send(f); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Detach stops feeding the current target. It reports whether the call can be replayed elsewhere: not
@@ -206,6 +239,9 @@ func (p *Pump) Accept() {
 }
 
 func (p *Pump) dropLogLocked() {
+	for _, f := range p.log {
+		f.free()
+	}
 	p.log, p.logBytes, p.replayable = nil, 0, false
 }
 
@@ -229,8 +265,9 @@ func (p *Pump) step(ctx context.Context) (over bool) {
 	case err != nil:
 		return true // the call is over; the forwarder has the outcome
 	default:
-		f.Data = raw.Data
+		f.Data, f.Buf = raw.Data, raw.TakeShared()
 	}
+	defer f.free() // the log and the target's write take references of their own
 	p.mu.Lock()
 	// With no target yet the log is the only copy: wait for one rather than drop or grow without bound.
 	// A provisional target may still refuse the call: it gets no more than the log can replay.
@@ -277,6 +314,9 @@ func (p *Pump) record(f Frame) {
 	if p.logBytes > p.limit && p.target != nil && !p.provisional {
 		p.dropLogLocked()
 		return
+	}
+	if f.Buf != nil {
+		f.Buf.Ref()
 	}
 	p.log = append(p.log, f)
 }

@@ -1,10 +1,14 @@
 package request
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"testing/synctest"
+
+	"google.golang.org/grpc/mem"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
@@ -168,9 +172,9 @@ func TestPumpAttachRacesWithFrames(t *testing.T) {
 			p.Detach()
 			go func() {
 				for _, d := range []string{"a", "b", "c", "d"} {
-					src.frames <- Frame{Data: []byte(d)}
+					src.frames <- fedFrame{Frame: Frame{Data: []byte(d)}}
 				}
-				src.frames <- Frame{End: true}
+				src.frames <- fedFrame{Frame: Frame{End: true}}
 			}()
 			second := attach(t, p)
 			synctest.Wait()
@@ -301,6 +305,93 @@ func TestProvisionalTargetGetsTheHalfCloseOverTheLimit(t *testing.T) {
 			p.Confirm()
 			synctest.Wait()
 			target.wantEvents(t, "BEGIN abcdef ")
+		})
+	}
+}
+
+// writingTarget is a target whose writes outlive Send, as gRPC's do: each pooled frame it gets, it keeps
+// with a reference of its own until release.
+type writingTarget struct {
+	recordingTarget
+	held []mem.Buffer
+}
+
+func (w *writingTarget) Send(f Frame) error {
+	if f.Buf != nil {
+		if !bytes.Equal(f.Data, f.Buf.ReadOnlyData()) {
+			return errors.New("a pooled frame's data is not its buffer")
+		}
+		f.Buf.Ref()
+		w.held = append(w.held, f.Buf)
+	}
+	return w.recordingTarget.Send(f)
+}
+
+func (w *writingTarget) release() {
+	for _, b := range w.held {
+		b.Free()
+	}
+	w.held = nil
+}
+
+// readable reports whether b can still be read (it panics once the last reference went), and whether
+// it still holds want.
+func readable(b mem.Buffer, want []byte) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return bytes.Equal(b.ReadOnlyData(), want)
+}
+
+// A large request of a caller in kas's process is a pooled buffer counted by references: the replay log
+// holds one until the agent accepts the call, each write one of its own (a replay too), and the buffer
+// goes back to the pool only when the last of them lets go, whatever the order, never while one of them
+// could still read it.
+func TestPumpPooledFrameLivesWhileHeld(t *testing.T) {
+	data := bytes.Repeat([]byte("pooled request "), 4<<10) // above gRPC's pooling threshold
+	for _, acceptFirst := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			p, src := startPump(t, DefaultReplayLimit)
+			first := &writingTarget{}
+			if err := p.Attach(first); err != nil {
+				t.Fatal(err)
+			}
+			src.feedPooled(t, data)
+			synctest.Wait()
+			if len(first.held) != 1 {
+				t.Fatalf("the first target got %d pooled frames, want 1", len(first.held))
+			}
+			buf := first.held[0]
+			if !p.Detach() {
+				t.Fatal("a call the agent never accepted is not replayable")
+			}
+			second := &writingTarget{}
+			if err := p.Attach(second); err != nil {
+				t.Fatal(err)
+			}
+			if len(second.held) != 1 || second.held[0] != buf {
+				t.Fatalf("the replay got %d pooled frames, want the same buffer once", len(second.held))
+			}
+			if acceptFirst {
+				p.Accept() // the log lets go first: the writes still hold the buffer
+				first.release()
+				if !readable(buf, data) {
+					t.Fatal("the buffer went back while a write held it")
+				}
+				second.release()
+			} else {
+				first.release()
+				second.release()
+				if !readable(buf, data) {
+					t.Fatal("the buffer went back while the replay log held it")
+				}
+				p.Accept()
+			}
+			if readable(buf, data) {
+				t.Fatal("the buffer is still held after everyone let go")
+			}
 		})
 	}
 }

@@ -17,5 +17,6 @@ func (gt *gatewayTarget) Send(f request.Frame) error {
 	if f.End {
 		return gt.cs.CloseSend()
 	}
-	return gt.cs.SendMsg(&grpctool.RawFrame{Data: f.Data})
+	// A pooled frame's buffer goes with it: the write takes a reference of its own (see request.Frame).
+	return gt.cs.SendMsg(&grpctool.RawFrame{Data: f.Data, Shared: f.Buf})
 }

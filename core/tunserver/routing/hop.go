@@ -299,7 +299,7 @@ func (c *hopCall) SendMsg(m any) error {
 	if !ok {
 		return status.Errorf(codes.Internal, "hop stream: cannot send a %T", m)
 	}
-	return c.h.cs.SendMsg(&rpc.HopMessage{Data: f.Data})
+	return c.h.cs.SendMsg(&rpc.HopMessage{Data: f.Data, Shared: f.Shared})
 }
 
 // RecvMsg receives the gateway's next message for the call; at call_end, io.EOF or the call's status.

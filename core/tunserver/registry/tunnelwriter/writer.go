@@ -14,6 +14,8 @@ import (
 // Stream is where a Writer writes: a tunnel's Connect stream.
 type Stream interface {
 	Send(*rpc.ConnectResponse) error
+	// SendMsg sends a message that encodes itself as a ConnectResponse (rpc.SharedResponseMessage).
+	SendMsg(m any) error
 }
 
 // Writer is kas's sending half of one tunnel. The zero Writer with Stream set is ready.
@@ -60,6 +62,25 @@ func (w *Writer) Send(m *rpc.ConnectResponse) error {
 		return err
 	}
 	return w.Stream.Send(m)
+}
+
+// SendShared is Send for a call's message whose data others hold references to (see
+// rpc.SharedResponseMessage): it goes alone, after what is held, and its write takes a reference of its
+// own. It is never held, as the sender frees its reference once SendShared returns.
+func (w *Writer) SendShared(m *rpc.SharedResponseMessage) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed.Load() || w.ended.Load() {
+		return ErrClosed
+	}
+	if len(w.held) > 0 {
+		held := w.held
+		w.held = nil
+		if err := w.sendLocked(held); err != nil {
+			return err
+		}
+	}
+	return w.Stream.SendMsg(m)
 }
 
 // sendLocked sends msgs: in one batch on a batched tunnel, one by one otherwise. w.mu must be held.

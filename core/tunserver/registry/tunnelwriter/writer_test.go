@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/mem"
+
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
@@ -23,6 +25,16 @@ func (s *sendLog) Send(m *rpc.ConnectResponse) error {
 	defer s.mu.Unlock()
 	s.sent = append(s.sent, rpc.KasState(m))
 	return nil
+}
+
+func (s *sendLog) SendMsg(m any) error { return s.Send(asResponse(m)) }
+
+// asResponse is what a message sent with SendMsg is on the wire.
+func asResponse(m any) *rpc.ConnectResponse {
+	if sm, ok := m.(*rpc.SharedResponseMessage); ok {
+		return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: sm.Buf.ReadOnlyData()}}}
+	}
+	return m.(*rpc.ConnectResponse)
 }
 
 func (s *sendLog) states() []rpc.State {
@@ -100,6 +112,8 @@ func (s *batchLog) Send(m *rpc.ConnectResponse) error {
 	s.sent = append(s.sent, states)
 	return nil
 }
+
+func (s *batchLog) SendMsg(m any) error { return s.Send(asResponse(m)) }
 
 func (s *batchLog) messages() [][]rpc.State {
 	s.mu.Lock()
@@ -180,6 +194,30 @@ func TestHeldRequestInfoFlushesAlone(t *testing.T) {
 	}
 }
 
+// A message whose data others hold references to goes alone, after what is held (on a batched tunnel
+// too), and never once the tunnel is closed.
+func TestSendSharedGoesAloneAfterHeld(t *testing.T) {
+	log := &batchLog{}
+	w := &Writer{Stream: log, Batches: true}
+	w.HoldCallEnd()
+	w.Hold(testInfo)
+	shared := &rpc.SharedResponseMessage{Buf: mem.SliceBuffer(make([]byte, 64))}
+	if err := w.SendShared(shared); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Send(testCloseSend); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := w.SendShared(shared); err != ErrClosed {
+		t.Errorf("SendShared after close: %v, want ErrClosed", err)
+	}
+	want := [][]rpc.State{{rpc.StateCallEnd, rpc.StateRequestInfo}, {rpc.StateMessage}, {rpc.StateCloseSend}}
+	if got := log.messages(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("sent %v, want %v", got, want)
+	}
+}
+
 func TestSendAfterCloseFails(t *testing.T) {
 	log := &sendLog{}
 	w := &Writer{Stream: log}
@@ -195,6 +233,8 @@ func TestSendAfterCloseFails(t *testing.T) {
 // blockedStream is an agent that stopped reading: Send signals entered and waits until release is
 // closed.
 type blockedStream struct{ entered, release chan struct{} }
+
+func (s blockedStream) SendMsg(m any) error { return s.Send(asResponse(m)) }
 
 func (s blockedStream) Send(*rpc.ConnectResponse) error {
 	close(s.entered)
