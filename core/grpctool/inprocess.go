@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	protobuf "google.golang.org/protobuf/proto"
@@ -190,17 +191,18 @@ func move(dst, src any) error {
 		}
 		return nil
 	}
-	if d, ok := dst.(*RawFrame); ok {
+	if d, ok := dst.(*RawFrame); ok && d.KeepShared {
 		if m, ok := src.(protobuf.Message); ok {
 			if size := ProtoSize(m); size >= PooledMin {
 				// A large request for kas's pump: encoded into a pooled buffer, as gRPC's client encodes
-				// a call's message, which the pump puts back once neither its replay log nor a write
-				// holds it (see request.Frame).
+				// a call's message, which goes back once neither the pump's replay log nor a write holds
+				// it (see request.Frame).
 				buf, err := ProtoMarshalPooled(m, size)
 				if err != nil {
 					return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
 				}
-				d.Data, d.Pooled = *buf, buf
+				d.Shared = mem.NewBuffer(buf, PayloadPool)
+				d.Data, d.Pooled = *buf, nil
 				return nil
 			}
 		}

@@ -2,6 +2,7 @@ package grpctool
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,30 +98,26 @@ func TestMovePutsBackWhatItDecoded(t *testing.T) {
 	}
 }
 
-// A large message sent in process to a receiver of RawFrames (kas's pump) arrives in a buffer of
-// PayloadPool, which TakeShared turns into a buffer counted by references: a frame sharing it is
-// encoded without a copy and with a reference of the write's own, so the buffer goes back only once the
-// sender and the write both let go. A small message arrives as a plain slice.
-func TestLargeMessageMovesPooledAndShared(t *testing.T) {
+// A large message sent in process to a receiver that keeps it shared (kas's pump) arrives in a buffer
+// of PayloadPool counted by references: a frame sharing it is encoded without a copy and with a
+// reference of the write's own, so the buffer goes back only once the receiver and the write both let
+// go. A small message, or a receiver that does not ask, gets a plain slice.
+func TestLargeMessageMovesShared(t *testing.T) {
 	p := usePool(t)
 	msg := wrapperspb.String(strings.Repeat("x", PooledMin))
 	want, err := proto.Marshal(msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var raw RawFrame
-	if err := move(&raw, msg); err != nil || !bytes.Equal(raw.Data, want) || raw.Pooled == nil {
-		t.Fatalf("move: %v, pooled %v", err, raw.Pooled != nil)
+	raw := RawFrame{KeepShared: true}
+	if err := move(&raw, msg); err != nil || !bytes.Equal(raw.Data, want) || raw.Shared == nil || raw.Pooled != nil {
+		t.Fatalf("move: %v, shared %v", err, raw.Shared != nil)
 	}
-	shared := raw.TakeShared()
-	if shared == nil || raw.Pooled != nil {
-		t.Fatal("a pooled frame did not become a shared buffer")
-	}
-	bs, err := RawCodec{}.Marshal(&RawFrame{Data: raw.Data, Shared: shared})
+	bs, err := RawCodec{}.Marshal(&RawFrame{Data: raw.Data, Shared: raw.Shared})
 	if err != nil || !bytes.Equal(bs.Materialize(), want) {
 		t.Fatalf("marshal: %v, or not the message's bytes", err)
 	}
-	shared.Free() // the sender's reference: the write holds its own
+	raw.Shared.Free() // the receiver's reference: the write holds its own
 	if len(p.put) != 0 {
 		t.Fatal("the buffer went back while the write held it")
 	}
@@ -129,8 +126,55 @@ func TestLargeMessageMovesPooledAndShared(t *testing.T) {
 		t.Fatalf("%d buffers back once everyone let go, want 1", len(p.put))
 	}
 
-	var small RawFrame
-	if err := move(&small, wrapperspb.String("small")); err != nil || small.Pooled != nil || small.TakeShared() != nil {
-		t.Fatalf("a small message: %v, pooled %v", err, small.Pooled != nil)
+	small := RawFrame{KeepShared: true}
+	if err := move(&small, wrapperspb.String("small")); err != nil || small.Shared != nil {
+		t.Fatalf("a small message: %v, shared %v", err, small.Shared != nil)
+	}
+	var plain RawFrame
+	if err := move(&plain, msg); err != nil || plain.Shared != nil || plain.Pooled != nil || !bytes.Equal(plain.Data, want) {
+		t.Fatalf("a receiver that did not ask: %v, shared %v", err, plain.Shared != nil)
+	}
+}
+
+// Received from gRPC, a large message that the receiver keeps shared is gRPC's own buffer when it came
+// in one (a reference of the receiver's) and a buffer of PayloadPool otherwise; a small one, or one
+// for a receiver that did not ask, is a new slice.
+func TestRawCodecKeepsLargeMessagesShared(t *testing.T) {
+	p := usePool(t)
+	data := bytes.Repeat([]byte("y"), PooledMin)
+	gp := &countingPool{BufferPool: mem.DefaultBufferPool()}
+	own := slices.Clone(data)
+	one := mem.NewBuffer(&own, gp)
+	f := RawFrame{KeepShared: true}
+	if err := (RawCodec{}).Unmarshal(mem.BufferSlice{one}, &f); err != nil || f.Shared == nil || !bytes.Equal(f.Data, data) {
+		t.Fatalf("one buffer: %v, shared %v", err, f.Shared != nil)
+	}
+	one.Free() // gRPC's reference, once Unmarshal returned
+	if len(gp.put) != 0 {
+		t.Fatal("gRPC's buffer went back while the receiver held it")
+	}
+	f.Shared.Free()
+	if len(gp.put) != 1 {
+		t.Fatalf("gRPC's buffer went back %d times once the receiver let go, want once", len(gp.put))
+	}
+
+	split := mem.BufferSlice{mem.SliceBuffer(data[:100]), mem.SliceBuffer(data[100:])}
+	g := RawFrame{KeepShared: true}
+	if err := (RawCodec{}).Unmarshal(split, &g); err != nil || g.Shared == nil || !bytes.Equal(g.Data, data) {
+		t.Fatalf("several buffers: %v, shared %v", err, g.Shared != nil)
+	}
+	g.Shared.Free()
+	if len(p.put) != 1 {
+		t.Fatalf("%d buffers of PayloadPool back, want the copy's", len(p.put))
+	}
+
+	for name, c := range map[string]struct {
+		data []byte
+		keep bool
+	}{"small": {data[:PooledMin-1], true}, "not asked": {data, false}} {
+		h := RawFrame{KeepShared: c.keep}
+		if err := (RawCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(c.data)}, &h); err != nil || h.Shared != nil || !bytes.Equal(h.Data, c.data) {
+			t.Fatalf("%s: %v, shared %v", name, err, h.Shared != nil)
+		}
 	}
 }

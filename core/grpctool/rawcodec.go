@@ -20,11 +20,16 @@ type RawFrame struct {
 	// frame goes only to streams of ours: gRPC lets interceptors and stats handlers read a sent message
 	// later. A frame dropped with Pooled set is left to the garbage collector.
 	Pooled *[]byte
-	// Shared, when set, is a buffer that Data is all of and that others hold references to as well (a
-	// large request that kas's pump keeps to replay; see request.Frame): RawCodec's Marshal takes a
-	// reference of its own for gRPC, which frees it once written. The sender keeps its own reference
-	// until SendMsg returns; like Pooled, a shared frame goes only to streams of ours.
+	// Shared, when set, is a buffer that Data is all of, counted by references (a large request that
+	// kas's pump keeps to replay; see request.Frame): RawCodec's Marshal takes a reference of its own
+	// for gRPC, which frees it once written. The sender keeps its own reference until SendMsg returns;
+	// like Pooled, a shared frame goes only to streams of ours.
 	Shared mem.Buffer
+	// KeepShared, set by a receiver before RecvMsg, asks for a large message (PooledMin bytes or more)
+	// in Shared rather than in a new slice: gRPC's own buffer when the message came in one, a buffer of
+	// PayloadPool it was copied into otherwise, or, in process, the buffer the sender's message was
+	// encoded into. Shared then holds one reference, the receiver's, to free once Data is not needed.
+	KeepShared bool
 }
 
 // PayloadPool holds the buffers of large call payloads, received on a tunnel or encoded by an agent:
@@ -52,17 +57,6 @@ func (f *RawFrame) pooledBuffer() (mem.Buffer, bool) {
 	}
 	f.Pooled = nil
 	return mem.NewBuffer(p, PayloadPool), true
-}
-
-// TakeShared turns a pooled frame (Pooled is Data) into a buffer counted by references, with one, the
-// caller's, that puts Pooled back into PayloadPool once the last is freed; f gives Pooled up. It is nil
-// for a frame that is not pooled.
-func (f *RawFrame) TakeShared() mem.Buffer {
-	b, ok := f.pooledBuffer()
-	if !ok {
-		return nil
-	}
-	return b
 }
 
 // RawCodec passes RawFrame through untouched and falls back to protobuf for every other type, so one
@@ -123,7 +117,13 @@ func (RawCodec) Marshal(v any) (mem.BufferSlice, error) {
 func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *RawFrame:
-		m.Data, m.Pooled = data.Materialize(), nil
+		m.Pooled, m.Shared = nil, nil
+		if m.KeepShared && data.Len() >= PooledMin {
+			m.Shared = data.MaterializeToBuffer(PayloadPool)
+			m.Data = m.Shared.ReadOnlyData()
+			return nil
+		}
+		m.Data = data.Materialize()
 		return nil
 	case BufferUnmarshaler:
 		return m.UnmarshalBuffers(data)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
@@ -33,7 +35,7 @@ type fakeStream struct {
 }
 
 // fedFrame is a frame for RecvMsg; pooled, when set, is a buffer of grpctool.PayloadPool that the frame's
-// Data is, as grpctool.InProcessConn hands on a large request.
+// Data is, handed on as grpctool.RawCodec and InProcessConn hand on a large request (RawFrame.KeepShared).
 type fedFrame struct {
 	Frame
 	pooled *[]byte
@@ -53,7 +55,13 @@ func (s *fakeStream) RecvMsg(m any) error {
 			return io.EOF
 		}
 		raw := m.(*grpctool.RawFrame)
-		raw.Data, raw.Pooled = f.Data, f.pooled
+		raw.Data = f.Data
+		if f.pooled != nil {
+			if !raw.KeepShared {
+				return status.Error(codes.Internal, "fakeStream: a large request read without KeepShared")
+			}
+			raw.Shared = mem.NewBuffer(f.pooled, grpctool.PayloadPool)
+		}
 		return nil
 	case <-s.ctx.Done():
 		return status.FromContextError(s.ctx.Err()).Err()

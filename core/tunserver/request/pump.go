@@ -22,8 +22,8 @@ const DefaultReplayLimit = 4 << 20
 // Frame is one item of a caller's request: a message, or the half-close.
 type Frame struct {
 	Data []byte
-	// Buf, when set, is a pooled buffer that Data is all of (a large request of a caller in kas's own
-	// process, see grpctool.InProcessConn), counted by references: the pump holds one while it sends
+	// Buf, when set, is a pooled buffer that Data is all of (a large request, see
+	// grpctool.RawFrame.KeepShared), counted by references: the pump holds one while it sends
 	// the frame and one while its replay log keeps it, and the buffer goes back to its pool once the
 	// last is freed. A target that hands Data to a write without copying it passes Buf on with it
 	// (grpctool.RawFrame.Shared), so that the write holds a reference of its own; no target keeps Data
@@ -256,7 +256,7 @@ func (p *Pump) run() {
 // step reads one frame of the caller's and passes it on. It reports whether reading is over: the caller
 // half-closed, or the call ended.
 func (p *Pump) step(ctx context.Context) (over bool) {
-	var raw grpctool.RawFrame
+	raw := grpctool.RawFrame{KeepShared: true}
 	err := p.src.RecvMsg(&raw)
 	var f Frame
 	switch {
@@ -265,7 +265,7 @@ func (p *Pump) step(ctx context.Context) (over bool) {
 	case err != nil:
 		return true // the call is over; the forwarder has the outcome
 	default:
-		f.Data, f.Buf = raw.Data, raw.TakeShared()
+		f.Data, f.Buf = raw.Data, raw.Shared
 	}
 	defer f.free() // the log and the target's write take references of their own
 	p.mu.Lock()
