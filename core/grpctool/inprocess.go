@@ -193,18 +193,25 @@ func move(dst, src any) error {
 	}
 	if d, ok := dst.(*RawFrame); ok && d.KeepShared {
 		if m, ok := src.(protobuf.Message); ok {
-			if size := ProtoSize(m); size >= PooledMin {
-				// A large request for kas's pump: encoded into a pooled buffer, as gRPC's client encodes
-				// a call's message, which goes back once neither the pump's replay log nor a write holds
-				// it (see request.Frame).
-				buf, err := ProtoMarshalPooled(m, size)
+			size := ProtoSize(m)
+			if size < PooledMin {
+				data, err := ProtoMarshalAppendSized(nil, m, size)
 				if err != nil {
 					return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
 				}
-				d.Shared = mem.NewBuffer(buf, PayloadPool)
-				d.Data, d.Pooled = *buf, nil
+				d.Data, d.Pooled, d.Shared = data, nil, nil
 				return nil
 			}
+			// A large request for kas's pump: encoded into a pooled buffer, as gRPC's client encodes a
+			// call's message, which goes back once neither the pump's replay log nor a write holds it
+			// (see request.Frame).
+			buf, err := ProtoMarshalPooled(m, size)
+			if err != nil {
+				return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
+			}
+			d.Shared = mem.NewBuffer(buf, PayloadPool)
+			d.Data, d.Pooled = *buf, nil
+			return nil
 		}
 	}
 	data, err := MarshalFrame(src)
