@@ -356,6 +356,33 @@ import (
 // seven alternating bench pairs against 1.02-1.14 (medians 1.16 and 1.10), BenchmarkUnaryTunnel 78-105
 // against 75-94 µs in five pairs (medians 81 and 84): no cost separable from the noise.
 //
+// Twelfth session (2026-12-03). Large requests: a caller inside kas had its request encoded into a new
+// slice by the in-process connection (1 MiB per call), kept by the request pump for a replay, where
+// gRPC-go's client encodes into a pooled buffer that it puts back once written. A throw-away ring of
+// reused buffers in its place took BenchmarkUnaryTunnel1MiBC16 from 1.78-1.92 to 1.55-1.65 ms per call
+// (direct 1.61-1.74): the garbage of those slices, not their copy, was what 1 MiB paid over direct
+// (more collections for everything else in flight). The request is now encoded into a buffer of gRPC's
+// pool counted by references (request.Frame.Buf): the replay log holds one, every write to a tunnel,
+// gateway or hop stream takes one of its own (gRPC frees it once written), and the buffer goes back when
+// the last lets go. BenchmarkUnaryTunnel1MiBC16 4.44 -> 3.33 MB per call (direct 3.25), 1.78-1.82 ->
+// 1.67-1.75 ms; BenchmarkUnaryTunnel1MiB 4.54 -> 3.38 MB, 4.05 -> 3.43 ms (direct 3.32-3.41). Three
+// alternating `bench --shapes unary-1MiB --concurrency 1,16,64` pairs: 1 MiB bytes/s ×direct 0.99-1.01
+// at c1, 1.01-1.03 at c16 and 0.91-0.93 at c64, against 0.80-0.84, 0.90-0.94 and 0.79-0.82 before. A
+// large request through the public or private API was copied out of gRPC's buffers into a new slice
+// (RawCodec's Materialize); the pump now asks for it shared (RawFrame.KeepShared): gRPC's own buffer
+// when it came in one, a pooled copy otherwise. Public API 1 MiB 0.54-0.55 -> 0.64 at c1, 0.60-0.63 ->
+// 0.68-0.69 at c16 in two alternating pairs (the two-hop path, whose second kas reads hop streams
+// without the pump, 0.57-0.63 either way). The public path at 64 B once more: holding the agent's
+// answer for the call's own goroutine to send with its status, instead of the Connect handler's
+// sending it at once, read 163-169 against 166-174 µs per call in three alternating benchmark pairs,
+// within the noise, and was dropped. HTTP: reading a body-less request's end on the agent's handler
+// instead of a goroutine of its own (one of the five a request starts) read 2.94-3.15× against
+// 3.03-3.49× in three alternating pairs, within the noise (direct's own p50 moved from 83 to 122 µs), and
+// was dropped too. Counted with strace over 10 000 requests back to back, a request through the tunnel
+// makes 6.4 writes and 14.2 reads (7.8 of them finding nothing) and 10 futex wake-ups where a direct one
+// makes 2.1, 5.1 and 2.1: its six socket crossings against two are the floor that HTTP's ratio at 500
+// req/s (about 3× in these runs) sits on.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
