@@ -359,7 +359,7 @@ import (
 // Twelfth session (2026-12-03). Large requests: a caller inside kas had its request encoded into a new
 // slice by the in-process connection (1 MiB per call), kept by the request pump for a replay, where
 // gRPC-go's client encodes into a pooled buffer that it puts back once written. A throw-away ring of
-// reused buffers in its place took BenchmarkUnaryTunnel1MiBC16 from 1.78-1.92 to 1.55-1.65 ms per call
+// reused buffers in its place took BenchmarkUnaryTunnel1MiBC16 from 1.81-1.92 to 1.55-1.65 ms per call
 // (direct 1.61-1.74): the garbage of those slices, not their copy, was what 1 MiB paid over direct
 // (more collections for everything else in flight). The request is now encoded into a buffer of gRPC's
 // pool counted by references (request.Frame.Buf): the replay log holds one, every write to a tunnel,
