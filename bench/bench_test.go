@@ -371,8 +371,10 @@ import (
 // large request through the public or private API was copied out of gRPC's buffers into a new slice
 // (RawCodec's Materialize); the pump now asks for it shared (RawFrame.KeepShared): gRPC's own buffer
 // when it came in one, a pooled copy otherwise. Public API 1 MiB 0.54-0.55 -> 0.64 at c1, 0.60-0.63 ->
-// 0.68-0.69 at c16 in two alternating pairs (the two-hop path, whose second kas reads hop streams
-// without the pump, 0.57-0.63 either way). The public path at 64 B once more: holding the agent's
+// 0.68-0.69 at c16 in two alternating pairs. The second kas of a two-hop call reads its hop stream
+// itself and hands the pump each message: a large one now goes on as a slice of the received buffer
+// with a reference of its own (gateway.hopMessage), 1 MiB two-hop 0.59-0.63 -> 0.68-0.70 at c1 and
+// 0.57-0.60 -> 0.65-0.67 at c16 in two more pairs. The public path at 64 B once more: holding the agent's
 // answer for the call's own goroutine to send with its status, instead of the Connect handler's
 // sending it at once, read 163-169 against 166-174 µs per call in three alternating benchmark pairs,
 // within the noise, and was dropped. HTTP: reading a body-less request's end on the agent's handler

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -79,7 +80,7 @@ func (r *hopReader) run() {
 func (r *hopReader) read() error {
 	ctx := r.stream.Context()
 	for {
-		var f grpctool.RawFrame
+		f := grpctool.RawFrame{KeepShared: true}
 		if err := r.stream.RecvMsg(&f); err != nil {
 			if err == io.EOF {
 				return nil // the routing kas is done with the stream
@@ -111,8 +112,37 @@ func (r *hopReader) read() error {
 		case closeSend:
 			c.closeSend()
 		case isMessage:
-			c.deliver(payload)
+			c.deliver(sharedPayload(f, payload))
 		}
+	}
+}
+
+// hopMessage is a message of a call's request. buf, when set, is a buffer counted by references that
+// data is all of (a large message, received shared): its one reference goes to whoever takes the message.
+type hopMessage struct {
+	data []byte
+	buf  mem.Buffer
+}
+
+// sharedPayload is payload, a message envelope's payload at the end of f's data, with a reference of its
+// own to f's shared buffer when f has one, and f's reference given up. Anything else of f's (a payload
+// not at its end) leaves f's buffer to the garbage collector: a slice of it may still be read.
+func sharedPayload(f grpctool.RawFrame, payload []byte) hopMessage {
+	if f.Shared == nil {
+		return hopMessage{data: payload}
+	}
+	n := len(f.Data)
+	if len(payload) == 0 || &payload[len(payload)-1] != &f.Data[n-1] {
+		return hopMessage{data: payload}
+	}
+	m := hopMessage{data: payload, buf: f.Shared.Slice(n-len(payload), n)}
+	f.Shared.Free()
+	return m
+}
+
+func (m hopMessage) free() {
+	if m.buf != nil {
+		m.buf.Free()
 	}
 }
 
@@ -124,10 +154,10 @@ type hopCall struct {
 	cancel context.CancelFunc
 	hop    grpc.ServerStream
 
-	msgs      chan []byte   // from the reader, one at a time
-	halfClose chan struct{} // closed at close_send
-	closed    bool          // the reader's: close_send came
-	done      chan struct{} // closed when the call is over
+	msgs      chan hopMessage // from the reader, one at a time
+	halfClose chan struct{}   // closed at close_send
+	closed    bool            // the reader's: close_send came
+	done      chan struct{}   // closed when the call is over
 
 	mu      sync.Mutex // orders sends with finish
 	ended   bool
@@ -137,7 +167,7 @@ type hopCall struct {
 func newHopCall(hopCtx context.Context, hop grpc.ServerStream, start *rpc.HopStart) *hopCall {
 	ctx := metadata.NewIncomingContext(hopCtx, rpc.ValuesToMeta(start.GetMeta()))
 	ctx = grpc.NewContextWithServerTransportStream(ctx, hopMethod(start.GetMethod()))
-	c := &hopCall{hop: hop, msgs: make(chan []byte), halfClose: make(chan struct{}), done: make(chan struct{})}
+	c := &hopCall{hop: hop, msgs: make(chan hopMessage), halfClose: make(chan struct{}), done: make(chan struct{})}
 	if start.GetDeadline() != nil {
 		c.ctx, c.cancel = context.WithDeadline(ctx, start.GetDeadline().AsTime())
 	} else {
@@ -147,13 +177,15 @@ func newHopCall(hopCtx context.Context, hop grpc.ServerStream, start *rpc.HopSta
 }
 
 // deliver hands a request message to the call, once it reads it or ends.
-func (c *hopCall) deliver(b []byte) {
+func (c *hopCall) deliver(m hopMessage) {
 	if c.closed {
+		m.free()
 		return // after close_send: the routing kas broke the protocol, the call never sees it
 	}
 	select {
-	case c.msgs <- b:
+	case c.msgs <- m:
 	case <-c.done:
+		m.free()
 	}
 }
 
@@ -209,8 +241,14 @@ func (c *hopCall) SendMsg(m any) error {
 
 func (c *hopCall) RecvMsg(m any) error {
 	select {
-	case b := <-c.msgs:
-		return grpctool.UnmarshalFrame(b, m)
+	case hm := <-c.msgs:
+		if f, ok := m.(*grpctool.RawFrame); ok && f.KeepShared && hm.buf != nil {
+			// The request pump keeps it shared, as it does a large message from gRPC (see request.Frame).
+			f.Data, f.Pooled, f.Shared = hm.data, nil, hm.buf
+			return nil
+		}
+		// Anything else may keep the data (a RawFrame does): the buffer is left to the garbage collector.
+		return grpctool.UnmarshalFrame(hm.data, m)
 	case <-c.halfClose:
 		// Every message before close_send was taken: the reader hands them over one at a time, in order.
 		return io.EOF

@@ -1,13 +1,16 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -23,6 +26,8 @@ type fakeHop struct {
 	in   chan []byte
 	out  chan *rpc.GatewayResponse
 	done chan struct{}
+	// pool, when set, is where received messages come from, as gRPC's buffers do (one buffer each).
+	pool mem.BufferPool
 }
 
 func newFakeHop(ctx context.Context) *fakeHop {
@@ -45,8 +50,16 @@ func (f *fakeHop) RecvMsg(m any) error {
 		if !ok {
 			return io.EOF
 		}
-		m.(*grpctool.RawFrame).Data = b
-		return nil
+		if f.pool == nil {
+			m.(*grpctool.RawFrame).Data = b
+			return nil
+		}
+		// As gRPC: the message in a buffer of the pool, freed once the codec returned.
+		buf := f.pool.Get(len(b))
+		copy(*buf, b)
+		data := mem.NewBuffer(buf, f.pool)
+		defer data.Free()
+		return grpctool.RawCodec{}.Unmarshal(mem.BufferSlice{data}, m)
 	case <-f.done:
 		return status.Error(codes.Canceled, "the stream ended")
 	}
@@ -147,6 +160,87 @@ func TestHopCallsSeeOnlyTheirOwnRequest(t *testing.T) {
 		t.Fatalf("the calls read %q and %q, want [a1] and [b1 b2]", first, second)
 	}
 	close(hop.in) // the routing kas is done with the stream
+	if err := <-served; err != nil {
+		t.Fatalf("serveHop: %v", err)
+	}
+}
+
+// countingPool is a buffer pool that counts what comes back.
+type countingPool struct {
+	mem.BufferPool
+	mu  sync.Mutex
+	put int
+}
+
+func (p *countingPool) Put(b *[]byte) {
+	p.mu.Lock()
+	p.put++
+	p.mu.Unlock()
+	p.BufferPool.Put(b)
+}
+
+func (p *countingPool) puts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.put
+}
+
+// A large request message on a hop stream reaches a call that keeps it shared (the request pump) as the
+// received buffer itself, counted by references, and the buffer goes back once the call let go; a call
+// that does not ask gets the same bytes, and the buffer is left to the garbage collector.
+func TestHopLargeRequestStaysShared(t *testing.T) {
+	g, err := New(Config{Registry: registry.New(nil, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := bytes.Repeat([]byte("large hop message "), grpctool.PooledMin/8)
+	type read struct {
+		data   []byte
+		shared bool
+	}
+	got := make(chan read, 2)
+	g.serveCall = func(s grpc.ServerStream) error {
+		m, _ := grpc.MethodFromServerStream(s)
+		f := grpctool.RawFrame{KeepShared: m == "/s/shared"}
+		if err := s.RecvMsg(&f); err != nil {
+			return err
+		}
+		got <- read{data: bytes.Clone(f.Data), shared: f.Shared != nil}
+		if f.Shared != nil {
+			f.Shared.Free()
+		}
+		_, err := recvAll(s)
+		return err
+	}
+	pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	hop := newFakeHop(ctx)
+	hop.pool = pool
+	served := make(chan error, 1)
+	go func() { served <- g.serveHop(hop) }()
+	large := &rpc.HopRequest{Msg: &rpc.HopRequest_Message{Message: payload}}
+	hop.send(t, hopStart("/s/shared"), large, hopClose)
+	if c := hop.callEnd(t); c != codes.OK {
+		t.Fatalf("the shared call ended %v, want OK", c)
+	}
+	if r := <-got; !r.shared || !bytes.Equal(r.data, payload) {
+		t.Fatalf("the call that keeps messages shared got shared %v, the payload %v", r.shared, bytes.Equal(r.data, payload))
+	}
+	if n := pool.puts(); n != 1 { // the message's (start and close_send are too small to pool)
+		t.Fatalf("%d buffers back after the shared call, want its message's", n)
+	}
+	hop.send(t, hopStart("/s/plain"), large, hopClose)
+	if c := hop.callEnd(t); c != codes.OK {
+		t.Fatalf("the plain call ended %v, want OK", c)
+	}
+	if r := <-got; r.shared || !bytes.Equal(r.data, payload) {
+		t.Fatalf("the plain call got shared %v, the payload %v", r.shared, bytes.Equal(r.data, payload))
+	}
+	if n := pool.puts(); n != 1 { // its message stays with the call
+		t.Fatalf("%d buffers back after the plain call, want none more", n)
+	}
+	close(hop.in)
 	if err := <-served; err != nil {
 		t.Fatalf("serveHop: %v", err)
 	}
