@@ -50,15 +50,12 @@ func (w *Writer) Send(m *rpc.ConnectResponse) error {
 	if w.closed.Load() || w.ended.Load() {
 		return ErrClosed
 	}
-	if len(w.held) == 0 {
-		return w.Stream.Send(m)
-	}
-	held := w.held
-	w.held = nil
-	if w.Batches && batchable(m) {
+	if len(w.held) > 0 && w.Batches && batchable(m) {
+		held := w.held
+		w.held = nil
 		return w.Stream.Send(batch(append(held, m)))
 	}
-	if err := w.sendLocked(held); err != nil {
+	if err := w.flushLocked(); err != nil {
 		return err
 	}
 	return w.Stream.Send(m)
@@ -73,14 +70,20 @@ func (w *Writer) SendShared(m *rpc.SharedResponseMessage) error {
 	if w.closed.Load() || w.ended.Load() {
 		return ErrClosed
 	}
-	if len(w.held) > 0 {
-		held := w.held
-		w.held = nil
-		if err := w.sendLocked(held); err != nil {
-			return err
-		}
+	if err := w.flushLocked(); err != nil {
+		return err
 	}
 	return w.Stream.SendMsg(m)
+}
+
+// flushLocked sends what is held, if anything. w.mu must be held.
+func (w *Writer) flushLocked() error {
+	if len(w.held) == 0 {
+		return nil
+	}
+	held := w.held
+	w.held = nil
+	return w.sendLocked(held)
 }
 
 // sendLocked sends msgs: in one batch on a batched tunnel, one by one otherwise. w.mu must be held.
@@ -140,12 +143,10 @@ func (w *Writer) Hold(m *rpc.ConnectResponse) {
 func (w *Writer) flushHeld() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if len(w.held) == 0 || w.closed.Load() || w.ended.Load() {
+	if w.closed.Load() || w.ended.Load() {
 		return
 	}
-	held := w.held
-	w.held = nil
-	_ = w.sendLocked(held)
+	_ = w.flushLocked()
 }
 
 // End sends m, the tunnel's last message, after what is held, on a goroutine of its own: the caller
