@@ -191,26 +191,11 @@ func move(dst, src any) error {
 		}
 		return nil
 	}
-	if d, ok := dst.(*RawFrame); ok && d.KeepShared {
+	if d, ok := dst.(*RawFrame); ok {
 		if m, ok := src.(protobuf.Message); ok {
-			size := ProtoSize(m)
-			if size < PooledMin {
-				data, err := ProtoMarshalAppendSized(nil, m, size)
-				if err != nil {
-					return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
-				}
-				d.Data, d.Pooled, d.Shared = data, nil, nil
-				return nil
-			}
-			// A large request for kas's pump: encoded into a pooled buffer, as gRPC's client encodes a
-			// call's message, which goes back once neither the pump's replay log nor a write holds it
-			// (see request.Frame).
-			buf, err := ProtoMarshalPooled(m, size)
-			if err != nil {
+			if err := d.encode(m); err != nil {
 				return status.Errorf(codes.Internal, "in-process stream: marshal %T: %v", src, err)
 			}
-			d.Shared = mem.NewBuffer(buf, PayloadPool)
-			d.Data, d.Pooled = *buf, nil
 			return nil
 		}
 	}
@@ -222,6 +207,25 @@ func move(dst, src any) error {
 		return status.Errorf(codes.Internal, "in-process stream: unmarshal into %T: %v", dst, err)
 	}
 	return nil
+}
+
+// encode makes f the encoding of m, sized once. A large message for a receiver that keeps it shared
+// (kas's pump) is encoded into a pooled buffer, as gRPC's client encodes a call's message, which goes
+// back once neither the pump's replay log nor a write holds it (see request.Frame).
+func (f *RawFrame) encode(m protobuf.Message) error {
+	size := ProtoSize(m)
+	f.Pooled, f.Shared = nil, nil
+	if f.KeepShared && size >= PooledMin {
+		buf, err := ProtoMarshalPooled(m, size)
+		if err != nil {
+			return err
+		}
+		f.Data, f.Shared = *buf, mem.NewBuffer(buf, PayloadPool)
+		return nil
+	}
+	data, err := ProtoMarshalAppendSized(nil, m, size)
+	f.Data = data
+	return err
 }
 
 type pipeClient struct {

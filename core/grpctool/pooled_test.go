@@ -27,6 +27,16 @@ func usePool(t *testing.T) *countingPool {
 	return p
 }
 
+// largeMessage is a message of PooledMin bytes and more, and its encoding.
+func largeMessage(t *testing.T) (*wrapperspb.StringValue, []byte) {
+	msg := wrapperspb.String(strings.Repeat("x", PooledMin))
+	b, err := proto.Marshal(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msg, b
+}
+
 // A pooled frame's buffer goes to gRPC with the frame and back to the pool once gRPC freed it, not
 // before; Release puts it back; a frame whose data is no longer its buffer is sent as bytes, the buffer
 // left alone.
@@ -70,11 +80,7 @@ func TestPooledFrameGoesBackOnceWritten(t *testing.T) {
 // stays with its receiver.
 func TestMovePutsBackWhatItDecoded(t *testing.T) {
 	p := usePool(t)
-	msg := wrapperspb.String(strings.Repeat("x", PooledMin))
-	b, err := proto.Marshal(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg, b := largeMessage(t)
 	pooledFrame := func() *RawFrame {
 		buf := p.Get(len(b))
 		copy(*buf, b)
@@ -104,11 +110,7 @@ func TestMovePutsBackWhatItDecoded(t *testing.T) {
 // go. A small message, or a receiver that does not ask, gets a plain slice.
 func TestLargeMessageMovesShared(t *testing.T) {
 	p := usePool(t)
-	msg := wrapperspb.String(strings.Repeat("x", PooledMin))
-	want, err := proto.Marshal(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	msg, want := largeMessage(t)
 	raw := RawFrame{KeepShared: true}
 	if err := move(&raw, msg); err != nil || !bytes.Equal(raw.Data, want) || raw.Shared == nil || raw.Pooled != nil {
 		t.Fatalf("move: %v, shared %v", err, raw.Shared != nil)
