@@ -93,7 +93,7 @@ func configFlags(fs *flag.FlagSet, cfg *Config) {
 	fs.StringVar(&sec.KeyFile, "tls-key-file", sec.KeyFile, "with --target: PEM private key `FILE` of --tls-cert-file")
 	fs.StringVar(&sec.TokenFile, "token-file", sec.TokenFile, "with --target: `FILE` holding a caller token (one of kas's --caller-tokens-file), sent as a bearer token; never recorded in the results")
 	fs.Float64Var(&cfg.MaxErrorRate, "max-error-rate", cfg.MaxErrorRate, "share of failed calls (0 to 1) a case tolerates; above it the case is marked FAILED and the run exits 1")
-	fs.Float64Var(&cfg.HTTPRate, "http-rate", cfg.HTTPRate, "requests/s of the HTTP cases (vegeta, directly and through kas's HTTP listener); 0 skips them")
+	fs.Float64Var(&cfg.HTTPRate, "http-rate", cfg.HTTPRate, "requests/s of the HTTP cases (vegeta: directly, through kas's HTTP listener, and through two plain reverse proxies, the http-proxy reference); 0 skips them")
 	fs.StringVar(&cfg.Scale, "scale", cfg.Scale, "comma-separated agent counts for the scale case (default 1000,5000,10000; 200,1000 with --quick); none skips it")
 	fs.StringVar(&cfg.Compare, "compare", cfg.Compare, "an earlier run's directory (or summary.json): print what changed and flag regressions beyond this run's noise")
 }

@@ -100,6 +100,8 @@ func PathTunnelName(p Path) string {
 	switch p {
 	case PathDirect, PathHTTPDirect:
 		return tunnels.Direct
+	case PathHTTPProxy:
+		return string(PathHTTPProxy) // the HTTP reference: no bench/tunnels adapter, no tunnel
 	case PathTunnelSingleUse:
 		return tunnels.SingleUse
 	}

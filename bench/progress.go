@@ -42,7 +42,7 @@ func caseCount(groups []Group, withHTTP bool) int {
 		total += len(g.Paths) + len(g.Adapters)
 	}
 	if withHTTP {
-		total += 2
+		total += 3 // direct, tunnel and the proxy reference
 	}
 	return total
 }

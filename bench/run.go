@@ -63,10 +63,13 @@ type Options struct {
 // DefaultHTTPRate is the rate of the HTTP cases.
 const DefaultHTTPRate = 500
 
-// HTTP case paths.
+// HTTP case paths. http-proxy is the HTTP reference, no tunnel: the upstream behind two plain reverse
+// proxies (bench/httpproxy), as many connections as http-tunnel crosses, so that its ratio is what those
+// crossings cost by themselves on the machine, in the same run.
 const (
 	PathHTTPDirect Path = "http-direct"
 	PathHTTPTunnel Path = "http-tunnel"
+	PathHTTPProxy  Path = "http-proxy"
 )
 
 // Validate reports every problem of the options in one error; each names the tunnelbench bench flag
@@ -348,14 +351,19 @@ func httpCaseName(rate float64, path Path) string {
 	return fmt.Sprintf("http-get-%s/r%.0f/%s", FormatBytes(HTTPPayload), rate, path)
 }
 
-// runHTTPGroup fetches the upstream's payload at a fixed rate, directly and through the tunnel, in turns.
+// runHTTPGroup fetches the upstream's payload at a fixed rate, directly, through the tunnel and through the
+// reference's proxies, in turns.
 func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int) ([]CaseResult, error) {
-	targets := []struct {
+	type target struct {
 		path Path
 		url  string
-	}{
+	}
+	targets := []target{
 		{PathHTTPDirect, topo.HTTPUpstream + "/payload"},
 		{PathHTTPTunnel, topo.HTTPTunnel + "/agents/1/payload"},
+	}
+	if topo.HTTPProxy != "" {
+		targets = append(targets, target{PathHTTPProxy, topo.HTTPProxy + "/payload"})
 	}
 	merged := make([]*load.Result, len(targets))
 	perRound := make([][]RoundResult, len(targets))
@@ -384,6 +392,8 @@ func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int)
 		cr.Name = httpCaseName(opts.HTTPRate, tg.path)
 		out[i] = *cr
 	}
-	pair(&out[1], &out[0])
+	for i := range out[1:] {
+		pair(&out[1+i], &out[0])
+	}
 	return out, nil
 }

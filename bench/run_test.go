@@ -49,8 +49,11 @@ func TestTinyMatrixEndToEnd(t *testing.T) {
 	for _, c := range sum.Cases {
 		byName[c.Name] = c
 	}
-	if len(sum.Cases) != 3*4+2 {
-		t.Fatalf("%d cases, want 14", len(sum.Cases))
+	if len(sum.Cases) != 3*4+3 {
+		t.Fatalf("%d cases, want 15 (12 and the HTTP group: direct, tunnel, proxy)", len(sum.Cases))
+	}
+	if _, ok := byName[httpCaseName(100, PathHTTPProxy)]; !ok {
+		t.Errorf("no %s case", httpCaseName(100, PathHTTPProxy))
 	}
 	for _, c := range sum.Cases {
 		if c.Calls == 0 {
@@ -73,7 +76,7 @@ func TestTinyMatrixEndToEnd(t *testing.T) {
 		if c.RatioToDirect.P50 <= 0 || c.RatioToDirect.CallsPerSec <= 0 {
 			t.Errorf("%s: ratio %+v", c.Name, *c.RatioToDirect)
 		}
-		if c.Path != string(PathHTTPTunnel) && (c.Routing == nil || len(c.Routing.BucketCounts) != len(c.Routing.BucketBoundsS)+1) {
+		if c.Path != string(PathHTTPTunnel) && c.Path != string(PathHTTPProxy) && (c.Routing == nil || len(c.Routing.BucketCounts) != len(c.Routing.BucketBoundsS)+1) {
 			t.Errorf("%s: routing %+v", c.Name, c.Routing)
 		}
 	}

@@ -40,9 +40,13 @@ func TestBenchCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// direct, four tunnel paths and the grpc-proxy reference; HTTP direct and tunneled.
-	if len(sum.Cases) != 6+2 || len(sum.Scale) != 1 || !slices.ContainsFunc(sum.Cases, func(c bench.CaseResult) bool { return c.Name == "unary-64B/c1/grpc-proxy" && c.RatioToDirect != nil }) {
-		t.Fatalf("%d cases (want the grpc-proxy reference among them, with its ratios) and %d scale steps", len(sum.Cases), len(sum.Scale))
+	// direct, four tunnel paths and the grpc-proxy reference; HTTP direct, tunneled and the http-proxy
+	// reference.
+	withRatios := func(name string) bool {
+		return slices.ContainsFunc(sum.Cases, func(c bench.CaseResult) bool { return c.Name == name && c.RatioToDirect != nil })
+	}
+	if len(sum.Cases) != 6+3 || len(sum.Scale) != 1 || !withRatios("unary-64B/c1/grpc-proxy") || !withRatios("http-get-1KiB/r50/http-proxy") {
+		t.Fatalf("%d cases (want the grpc-proxy and http-proxy references among them, with their ratios) and %d scale steps", len(sum.Cases), len(sum.Scale))
 	}
 	sc := sum.Scale[0]
 	if sc.Agents != 20 || sc.Tunnels != 20*bench.DefaultTunnelsPerAgent || sc.AgentHeapBytesPerAgent <= 0 || sc.KasHeapBytesPerTunnel <= 0 || sc.Errors != 0 {
