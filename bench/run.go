@@ -10,6 +10,7 @@ import (
 
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
+	"github.com/tunnelbench/tunnelbench/bench/httpproxy"
 	"github.com/tunnelbench/tunnelbench/bench/load"
 	"github.com/tunnelbench/tunnelbench/bench/result"
 	"github.com/tunnelbench/tunnelbench/bench/tunnels"
@@ -352,18 +353,20 @@ func httpCaseName(rate float64, path Path) string {
 }
 
 // runHTTPGroup fetches the upstream's payload at a fixed rate, directly, through the tunnel and through the
-// reference's proxies, in turns.
+// reference's proxies (started for the group), in turns.
 func runHTTPGroup(ctx context.Context, topo *Topology, opts Options, rounds int) ([]CaseResult, error) {
-	type target struct {
+	proxies, err := httpproxy.Start(topo.HTTPUpstream)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", httpCaseName(opts.HTTPRate, PathHTTPProxy), err)
+	}
+	defer func() { _ = proxies.Close() }()
+	targets := []struct {
 		path Path
 		url  string
-	}
-	targets := []target{
+	}{
 		{PathHTTPDirect, topo.HTTPUpstream + "/payload"},
 		{PathHTTPTunnel, topo.HTTPTunnel + "/agents/1/payload"},
-	}
-	if topo.HTTPProxy != "" {
-		targets = append(targets, target{PathHTTPProxy, topo.HTTPProxy + "/payload"})
+		{PathHTTPProxy, proxies.URL + "/payload"},
 	}
 	merged := make([]*load.Result, len(targets))
 	perRound := make([][]RoundResult, len(targets))

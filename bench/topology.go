@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
-	"github.com/tunnelbench/tunnelbench/bench/httpproxy"
 	"github.com/tunnelbench/tunnelbench/bench/topology"
 	"github.com/tunnelbench/tunnelbench/bench/topology/proc"
 	"github.com/tunnelbench/tunnelbench/core/demo"
@@ -113,13 +112,10 @@ type Topology struct {
 	Direct       *grpc.ClientConn
 	directServer *grpc.Server
 	// HTTPUpstream is the base URL of a plain HTTP server that every agent forwards HTTP to; kas 0
-	// serves HTTP for agents at HTTPTunnel. HTTPProxy is the same server behind a chain of plain reverse
-	// proxies that crosses as many connections as the tunnel (bench/httpproxy), the HTTP reference.
+	// serves HTTP for agents at HTTPTunnel.
 	HTTPUpstream string
 	HTTPTunnel   string
-	HTTPProxy    string
 	httpServer   *http.Server
-	httpProxy    *httpproxy.Chain
 	httpUps      []*httptunnel.Upstream
 	// procs, redis, scrapers and tempDir belong to a topology of processes.
 	procs    []*proc.Proc
@@ -342,16 +338,13 @@ func (t *Topology) Close(ctx context.Context) {
 	if t.httpServer != nil {
 		_ = t.httpServer.Close()
 	}
-	if t.httpProxy != nil {
-		_ = t.httpProxy.Close()
-	}
 }
 
 // HTTPPayload is the size of the body the topology's HTTP upstream answers /payload with.
 const HTTPPayload = 1 << 10
 
 // startHTTPUpstream serves /payload (HTTPPayload bytes) on loopback: what the HTTP cases fetch, directly,
-// through the tunnel and through the reference's proxies (started here too).
+// through the tunnel and through the reference's proxies.
 func (t *Topology) startHTTPUpstream() error {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -366,10 +359,6 @@ func (t *Topology) startHTTPUpstream() error {
 	t.httpServer = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = t.httpServer.Serve(l) }()
 	t.HTTPUpstream = "http://" + l.Addr().String()
-	if t.httpProxy, err = httpproxy.Start(t.HTTPUpstream); err != nil {
-		return err
-	}
-	t.HTTPProxy = t.httpProxy.URL
 	return nil
 }
 
