@@ -173,18 +173,10 @@ func envelopeBuffers(field protowire.Number, msg *Message) (mem.BufferSlice, boo
 		return nil, false
 	}
 	data := msg.GetData()
-	inner := 0
-	if len(data) > 0 {
-		inner = protowire.SizeTag(messageDataField) + protowire.SizeBytes(len(data))
-	}
-	prefix := make([]byte, 0, protowire.SizeTag(field)+protowire.SizeVarint(uint64(inner))+protowire.SizeTag(messageDataField)+protowire.SizeVarint(uint64(len(data))))
-	prefix = protowire.AppendTag(prefix, field, protowire.BytesType)
-	prefix = protowire.AppendVarint(prefix, uint64(inner))
+	prefix := envelopePrefix(field, len(data))
 	if len(data) == 0 {
 		return mem.BufferSlice{mem.SliceBuffer(prefix)}, true
 	}
-	prefix = protowire.AppendTag(prefix, messageDataField, protowire.BytesType)
-	prefix = protowire.AppendVarint(prefix, uint64(len(data)))
 	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.SliceBuffer(data)}, true
 }
 
@@ -318,6 +310,12 @@ func envelopeSize(f protowire.Number, n int) int {
 	return protowire.SizeTag(f) + protowire.SizeBytes(inner)
 }
 
+// envelopePrefix is what comes before n bytes of payload in a Message envelope in field f, in a slice of
+// its own: the head of a message whose payload is written from a buffer of its own.
+func envelopePrefix(f protowire.Number, n int) []byte {
+	return appendEnvelopePrefix(make([]byte, 0, envelopeSize(f, n)-n), f, n)
+}
+
 // appendEnvelopePrefix appends what comes before the payload in a Message envelope (see envelopeBuffers).
 func appendEnvelopePrefix(b []byte, f protowire.Number, n int) []byte {
 	inner := 0
@@ -445,9 +443,7 @@ func (m *PooledGatewayMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 
 // pooledEnvelope is a Message envelope in field around data, which goes back to pool once freed.
 func pooledEnvelope(field protowire.Number, data *[]byte, pool mem.BufferPool) mem.BufferSlice {
-	n := len(*data)
-	prefix := appendEnvelopePrefix(make([]byte, 0, envelopeSize(field, n)-n), field, n)
-	return mem.BufferSlice{mem.SliceBuffer(prefix), mem.NewBuffer(data, pool)}
+	return mem.BufferSlice{mem.SliceBuffer(envelopePrefix(field, len(*data))), mem.NewBuffer(data, pool)}
 }
 
 // SharedResponseMessage is kas's message of a call (what a ConnectResponse with a Message carries) whose
@@ -461,7 +457,7 @@ type SharedResponseMessage struct {
 // MarshalBuffers implements grpctool.BufferMarshaler.
 func (m *SharedResponseMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 	n := m.Buf.Len()
-	prefix := appendEnvelopePrefix(make([]byte, 0, envelopeSize(connectResponseMessageField, n)-n), connectResponseMessageField, n)
+	prefix := envelopePrefix(connectResponseMessageField, n)
 	if n == 0 {
 		return mem.BufferSlice{mem.SliceBuffer(prefix)}, true
 	}
