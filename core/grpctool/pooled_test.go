@@ -180,3 +180,30 @@ func TestRawCodecKeepsLargeMessagesShared(t *testing.T) {
 		}
 	}
 }
+
+// A frame received as bytes with a buffer of their own: a RawFrame that keeps messages shared takes the
+// buffer with the caller's reference; a plain RawFrame and a protobuf message get the bytes.
+func TestUnmarshalSharedFrame(t *testing.T) {
+	m, encoded := largeMessage(t)
+	data := slices.Clone(encoded)
+	buf := mem.NewBuffer(&data, mem.DefaultBufferPool()) // the caller's reference, never freed here
+
+	shared := RawFrame{KeepShared: true, Pooled: new([]byte)}
+	if err := UnmarshalSharedFrame(data, buf, &shared); err != nil {
+		t.Fatal(err)
+	}
+	if shared.Shared != buf || !bytes.Equal(shared.Data, data) || shared.Pooled != nil {
+		t.Fatalf("KeepShared frame: Shared %v, %d bytes, Pooled %v; want the buffer and its bytes", shared.Shared, len(shared.Data), shared.Pooled)
+	}
+	plain := RawFrame{Shared: buf}
+	if err := UnmarshalSharedFrame(data, buf, &plain); err != nil {
+		t.Fatal(err)
+	}
+	if plain.Shared != nil || !bytes.Equal(plain.Data, data) {
+		t.Fatalf("plain frame: Shared %v, %d bytes; want the bytes alone", plain.Shared, len(plain.Data))
+	}
+	var decoded wrapperspb.StringValue
+	if err := UnmarshalSharedFrame(data, buf, &decoded); err != nil || decoded.GetValue() != m.GetValue() {
+		t.Fatalf("protobuf message: %v, %d bytes decoded", err, len(decoded.GetValue()))
+	}
+}

@@ -172,12 +172,25 @@ func MarshalFrame(v any) ([]byte, error) {
 func UnmarshalFrame(data []byte, v any) error {
 	switch m := v.(type) {
 	case *RawFrame:
-		m.Data, m.Pooled = data, nil
+		m.Data, m.Pooled, m.Shared = data, nil, nil
 		return nil
 	case BufferUnmarshaler:
 		return m.UnmarshalBuffers(mem.BufferSlice{mem.SliceBuffer(data)})
 	}
 	return unmarshalProto(data, v)
+}
+
+// UnmarshalSharedFrame is UnmarshalFrame for data that is all of shared, a buffer counted by references
+// of which the caller holds one: a RawFrame that keeps large messages shared (KeepShared) takes shared
+// with that reference, as RawCodec's Unmarshal gives it gRPC's buffer; anything else is UnmarshalFrame's,
+// and shared is left to the garbage collector (a RawFrame keeps a slice of it). A nil shared is data
+// alone.
+func UnmarshalSharedFrame(data []byte, shared mem.Buffer, v any) error {
+	if f, ok := v.(*RawFrame); ok && f.KeepShared && shared != nil {
+		f.Data, f.Pooled, f.Shared = data, nil, shared
+		return nil
+	}
+	return UnmarshalFrame(data, v)
 }
 
 func unmarshalProto(b []byte, v any) error {

@@ -242,13 +242,8 @@ func (c *hopCall) SendMsg(m any) error {
 func (c *hopCall) RecvMsg(m any) error {
 	select {
 	case hm := <-c.msgs:
-		if f, ok := m.(*grpctool.RawFrame); ok && f.KeepShared && hm.buf != nil {
-			// The request pump keeps it shared, as it does a large message from gRPC (see request.Frame).
-			f.Data, f.Pooled, f.Shared = hm.data, nil, hm.buf
-			return nil
-		}
-		// Anything else may keep the data (a RawFrame does): the buffer is left to the garbage collector.
-		return grpctool.UnmarshalFrame(hm.data, m)
+		// The request pump keeps a large message shared, as it does one from gRPC (see request.Frame).
+		return grpctool.UnmarshalSharedFrame(hm.data, hm.buf, m)
 	case <-c.halfClose:
 		// Every message before close_send was taken: the reader hands them over one at a time, in order.
 		return io.EOF
