@@ -554,3 +554,10 @@ func BenchmarkHTTPGetDirect(b *testing.B) { benchHTTPGet(b, false) }
 
 // BenchmarkHTTPGetTunnel fetches the same through kas's HTTP listener and agent 1.
 func BenchmarkHTTPGetTunnel(b *testing.B) { benchHTTPGet(b, true) }
+
+// BenchmarkUnaryDirect4KiB is BenchmarkUnaryDirect with 4 KiB each way: a medium message, batched on the
+// tunnel.
+func BenchmarkUnaryDirect4KiB(b *testing.B) { benchUnary(b, PathDirect, 4<<10) }
+
+// BenchmarkUnaryTunnel4KiB is BenchmarkUnaryTunnel with 4 KiB each way.
+func BenchmarkUnaryTunnel4KiB(b *testing.B) { benchUnary(b, PathTunnel, 4<<10) }

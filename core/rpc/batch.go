@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
@@ -27,7 +28,9 @@ func (s *BatchedConnectServer) Recv() (*ConnectRequest, error) {
 
 // RecvPooled is Recv with a large lone payload pooled (see PooledRequestReceiver).
 func (s *BatchedConnectServer) RecvPooled() (*ConnectRequest, *[]byte, error) {
-	return s.in.next(func() (*ConnectRequest, *[]byte, error) { return recvPooledRequest(s.ReverseTunnel_ConnectServer) }, func(m *ConnectRequest) ([]*ConnectRequest, bool) {
+	return s.in.next(func() (*ConnectRequest, *[]byte, []*[]byte, error) {
+		return recvPooledRequest(s.ReverseTunnel_ConnectServer)
+	}, func(m *ConnectRequest) ([]*ConnectRequest, bool) {
 		if b, ok := m.GetMsg().(*ConnectRequest_Batch); ok {
 			return b.Batch.GetMsgs(), true
 		}
@@ -50,7 +53,9 @@ func (c *BatchedConnectClient) Recv() (*ConnectResponse, error) {
 
 // RecvPooled is Recv with a large lone payload pooled (see PooledResponseReceiver).
 func (c *BatchedConnectClient) RecvPooled() (*ConnectResponse, *[]byte, error) {
-	return c.in.next(func() (*ConnectResponse, *[]byte, error) { return recvPooledResponse(c.ReverseTunnel_ConnectClient) }, func(m *ConnectResponse) ([]*ConnectResponse, bool) {
+	return c.in.next(func() (*ConnectResponse, *[]byte, []*[]byte, error) {
+		return recvPooledResponse(c.ReverseTunnel_ConnectClient)
+	}, func(m *ConnectResponse) ([]*ConnectResponse, bool) {
 		if b, ok := m.GetMsg().(*ConnectResponse_Batch); ok {
 			return b.Batch.GetMsgs(), true
 		}
@@ -58,16 +63,19 @@ func (c *BatchedConnectClient) RecvPooled() (*ConnectResponse, *[]byte, error) {
 	})
 }
 
-// unbatcher keeps what is left of the last batch received.
+// unbatcher keeps what is left of the last batch received, and the pooled buffers of its payloads.
 type unbatcher[M any] struct {
 	pending []M
+	pooled  []*[]byte // pooled[i] is pending[i]'s (nil: none); nil when none has one
 }
 
 // next returns the next pending message, or reads one with recv: a batch (batched reports it) becomes
-// the pending messages, an empty one is nothing. Only a message that came alone can be pooled.
-func (u *unbatcher[M]) next(recv func() (M, *[]byte, error), batched func(M) ([]M, bool)) (M, *[]byte, error) {
+// the pending messages, an empty one is nothing. A message comes with the pooled buffer of its payload,
+// if it has one (recv returns those of a lone message and of a batch's messages); a batch that is not
+// unpacked leaves its messages' buffers to the garbage collector.
+func (u *unbatcher[M]) next(recv func() (M, *[]byte, []*[]byte, error), batched func(M) ([]M, bool)) (M, *[]byte, error) {
 	for len(u.pending) == 0 {
-		m, pooled, err := recv()
+		m, pooled, entries, err := recv()
 		if err != nil {
 			return m, nil, err
 		}
@@ -75,13 +83,19 @@ func (u *unbatcher[M]) next(recv func() (M, *[]byte, error), batched func(M) ([]
 		if !ok {
 			return m, pooled, nil
 		}
-		u.pending = msgs
+		u.pending, u.pooled = msgs, entries
 	}
 	m := u.pending[0]
 	var zero M
 	u.pending[0] = zero
 	u.pending = u.pending[1:]
-	return m, nil, nil
+	var pooled *[]byte
+	if len(u.pooled) > 0 {
+		pooled = u.pooled[0]
+		u.pooled[0] = nil
+		u.pooled = u.pooled[1:]
+	}
+	return m, pooled, nil
 }
 
 // BatchMaxBytes bounds what a sender puts in one batch: a message larger than that goes alone, so that
@@ -101,53 +115,107 @@ type RequestBatcher struct {
 // Send keeps m for Flush. A message larger than BatchMaxBytes, or one that would take the batch past it
 // or past MaxBatchMessages, makes the batch go first; the large one then goes alone.
 func (b *RequestBatcher) Send(m *ConnectRequest) error {
-	return b.kept.send(m, b.Flush, b.Stream.Send)
+	return b.kept.send(m, nil, b.Flush, b.sendOne)
+}
+
+// SendPooled keeps m for Flush as Send does: its buffer goes with the batch to gRPC, which puts it back
+// once written (or once copied into the batch), so that a medium answer costs no new memory either. A
+// large one goes alone.
+func (b *RequestBatcher) SendPooled(m *PooledMessage) error {
+	return b.kept.send(&ConnectRequest{Msg: &ConnectRequest_Message{Message: &Message{Data: *m.Data}}}, m, b.Flush, b.sendOne)
 }
 
 // Flush sends what Send kept: one message as it is, several as one batch.
 func (b *RequestBatcher) Flush() error {
-	return b.kept.flush(b.Stream.Send, func(msgs []*ConnectRequest) *ConnectRequest {
-		return &ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}
+	return b.kept.flush(b.sendOne, func(msgs []*ConnectRequest, pooled []*PooledMessage) any {
+		batch := &ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}
+		if pooled == nil {
+			return batch
+		}
+		return &pooledRequestBatch{batch: batch, pooled: pooled}
 	})
+}
+
+// sendOne sends m, or p when m's payload is p's buffer.
+func (b *RequestBatcher) sendOne(m any) error {
+	switch x := m.(type) {
+	case *PooledMessage:
+		return SendPooledOn(b.Stream, x)
+	case *pooledRequestBatch:
+		if s, ok := b.Stream.(interface{ SendMsg(any) error }); ok {
+			return s.SendMsg(x)
+		}
+		return b.Stream.Send(x.batch) // the buffers are left to the garbage collector
+	}
+	return b.Stream.Send(m.(*ConnectRequest))
+}
+
+// pooledRequestBatch is a RequestBatch some of whose messages' payloads are pooled buffers (pooled[i] for
+// the i-th message, nil for the others). On the wire it is that RequestBatch.
+type pooledRequestBatch struct {
+	batch  *ConnectRequest
+	pooled []*PooledMessage
+}
+
+// MarshalBuffers implements grpctool.BufferMarshaler: a pooled payload copied into the batch's buffer
+// goes back at once, one that keeps a buffer of its own goes to gRPC, which puts it back once written.
+func (b *pooledRequestBatch) MarshalBuffers() (mem.BufferSlice, bool) {
+	return batchBuffersPooled(connectRequestBatchField, b.batch.GetBatch().GetMsgs(), b.pooled)
 }
 
 // batcher is what RequestBatcher and GatewayBatcher share: the messages kept to leave as one batch.
 type batcher[M batchable] struct {
 	msgs  []M
 	bytes int
+	// pooled[i] is the pooled buffer msgs[i]'s payload is (nil: none); nil when no message has one.
+	pooled []*PooledMessage
 }
 
-// send keeps m for flush. A message larger than BatchMaxBytes, or one that would take the batch past it
-// or past MaxBatchMessages, makes the batch go first (flush); the large one then goes alone (one).
-func (b *batcher[M]) send(m M, flush func() error, one func(M) error) error {
+// send keeps m, whose payload is p's buffer when p is set, for flush. A message larger than
+// BatchMaxBytes, or one that would take the batch past it or past MaxBatchMessages, makes the batch go
+// first (flush); the large one then goes alone (one, given p when set).
+func (b *batcher[M]) send(m M, p *PooledMessage, flush func() error, one func(any) error) error {
 	n := batchedSize(m)
 	if b.bytes+n > BatchMaxBytes || len(b.msgs) == MaxBatchMessages {
 		if err := flush(); err != nil {
 			return err
 		}
 		if n > BatchMaxBytes {
+			if p != nil {
+				return one(p)
+			}
 			return one(m)
 		}
 	}
 	if b.msgs == nil {
 		b.msgs = make([]M, 0, 5) // a small call's answer: header, message, trailer, call_end or tunnel_ready
 	}
+	if p != nil && b.pooled == nil {
+		b.pooled = make([]*PooledMessage, len(b.msgs), cap(b.msgs))
+	}
 	b.msgs = append(b.msgs, m)
+	if b.pooled != nil {
+		b.pooled = append(b.pooled, p)
+	}
 	b.bytes += n
 	return nil
 }
 
-// flush sends what send kept: one message as it is (one), several as one batch (batch wraps them).
-func (b *batcher[M]) flush(one func(M) error, batch func([]M) M) error {
-	msgs := b.msgs
-	b.msgs, b.bytes = nil, 0
+// flush sends what send kept: one message as it is (one, or its PooledMessage), several as one batch
+// (batch wraps them, with their pooled buffers when any has one).
+func (b *batcher[M]) flush(one func(any) error, batch func([]M, []*PooledMessage) any) error {
+	msgs, pooled := b.msgs, b.pooled
+	b.msgs, b.pooled, b.bytes = nil, nil, 0
 	switch len(msgs) {
 	case 0:
 		return nil
 	case 1:
+		if pooled != nil && pooled[0] != nil {
+			return one(pooled[0])
+		}
 		return one(msgs[0])
 	}
-	return one(batch(msgs))
+	return one(batch(msgs, pooled))
 }
 
 // batchedSize is about what m adds to a batch: a Message's payload is counted without encoding it.
@@ -178,7 +246,9 @@ type GatewayReceiver struct {
 
 // RecvPooled returns the next message, from the last batch or from the stream.
 func (r *GatewayReceiver) RecvPooled() (*GatewayResponse, *[]byte, error) {
-	return r.in.next(func() (*GatewayResponse, *[]byte, error) { return RecvGatewayPooled(r.Stream) }, func(m *GatewayResponse) ([]*GatewayResponse, bool) {
+	return r.in.next(func() (*GatewayResponse, *[]byte, []*[]byte, error) {
+		return recvPooled(r.Stream, gatewayResponseMessageField, setGatewayMessage)
+	}, func(m *GatewayResponse) ([]*GatewayResponse, bool) {
 		if b, ok := m.GetMsg().(*GatewayResponse_Batch); ok && r.Batches {
 			return b.Batch.GetMsgs(), true
 		}
@@ -196,14 +266,14 @@ type GatewayBatcher struct {
 
 // Send keeps m for Flush, as RequestBatcher.Send does.
 func (b *GatewayBatcher) Send(m *GatewayResponse) error {
-	return b.kept.send(m, b.Flush, b.sendOne)
+	return b.kept.send(m, nil, b.Flush, b.sendOne)
 }
 
 // Flush sends what Send kept: one message as it is, several as one batch.
 func (b *GatewayBatcher) Flush() error {
-	return b.kept.flush(b.sendOne, func(msgs []*GatewayResponse) *GatewayResponse {
+	return b.kept.flush(b.sendOne, func(msgs []*GatewayResponse, _ []*PooledMessage) any {
 		return &GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}}
 	})
 }
 
-func (b *GatewayBatcher) sendOne(m *GatewayResponse) error { return b.Stream.SendMsg(m) }
+func (b *GatewayBatcher) sendOne(m any) error { return b.Stream.SendMsg(m) }

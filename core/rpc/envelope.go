@@ -228,6 +228,13 @@ func parseEnvelopeHead(head []byte, field protowire.Number, total int) (off int,
 // batchBuffers is proto.Marshal of an envelope whose field is a batch of msgs, in one buffer but for
 // payloads over batchInlineMax, which keep buffers of their own (a sender batches none that large).
 func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlice, bool) {
+	return batchBuffersPooled(field, msgs, nil)
+}
+
+// batchBuffersPooled is batchBuffers for a batch whose i-th message's payload is pooled[i]'s buffer when
+// that is set (pooled may be nil): put back once copied into the batch's buffer, or handed on as a
+// buffer that puts it back once freed.
+func batchBuffersPooled[M batchable](field protowire.Number, msgs []M, pooled []*PooledMessage) (mem.BufferSlice, bool) {
 	sizes := make([]int, len(msgs))
 	total, inline := 0, 0
 	for i, m := range msgs {
@@ -245,6 +252,7 @@ func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlic
 	head = protowire.AppendTag(head, field, protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(total))
 	var out mem.BufferSlice
+	var copied []*PooledMessage // put back once the batch is encoded
 	for i, m := range msgs {
 		head = protowire.AppendTag(head, batchMsgsField, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(sizes[i]))
@@ -256,16 +264,30 @@ func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlic
 			}
 			continue
 		}
+		var p *PooledMessage
+		if i < len(pooled) {
+			p = pooled[i]
+		}
 		head = appendEnvelopePrefix(head, f, len(data))
 		if len(data) <= batchInlineMax {
 			head = append(head, data...)
+			if p != nil {
+				copied = append(copied, p)
+			}
 			continue
 		}
-		out = append(out, mem.SliceBuffer(head), mem.SliceBuffer(data))
+		var payload mem.Buffer = mem.SliceBuffer(data)
+		if p != nil {
+			payload = mem.NewBuffer(p.Data, p.Pool)
+		}
+		out = append(out, mem.SliceBuffer(head), payload)
 		head = head[len(head):] // the rest of the buffer, for what follows
 	}
 	if len(head) > 0 || len(out) == 0 {
 		out = append(out, mem.SliceBuffer(head))
+	}
+	for _, p := range copied {
+		p.Pool.Put(p.Data)
 	}
 	return out, true
 }
@@ -468,14 +490,6 @@ func (m *SharedResponseMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 // PooledSender is a sender of an agent's call messages that can send a PooledMessage.
 type PooledSender interface {
 	SendPooled(m *PooledMessage) error
-}
-
-// SendPooled sends m after what b holds, which leaves first (a large message is never batched).
-func (b *RequestBatcher) SendPooled(m *PooledMessage) error {
-	if err := b.Flush(); err != nil {
-		return err
-	}
-	return SendPooledOn(b.Stream, m)
 }
 
 // SendPooledOn sends m on s: as itself when s can send any message (a gRPC stream), otherwise as the

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"io"
 
 	"google.golang.org/grpc"
@@ -16,16 +17,16 @@ import (
 // written to the next stream. Copied into a new slice, each such payload is a large allocation per call
 // (zeroed, and soon garbage); copied into a buffer of grpctool.PayloadPool, it goes back to the pool once
 // read, so that 1 MiB calls cost no new memory on the receiving side. A tunnel, batched or not, receives
-// a lone Message envelope of grpctool.PooledMin bytes or more that way; RecvRequestPooled and
-// RecvResponsePooled hand its buffer to the reader, who passes it on with the payload
-// (grpctool.RawFrame's Pooled) to whoever reads it last.
+// a lone Message envelope of pooledCopyMin bytes or more that way, and the payloads of a batch as
+// described below; RecvRequestPooled and RecvResponsePooled hand each buffer to the reader, who passes it
+// on with the payload (grpctool.RawFrame's Pooled) to whoever reads it last.
 
 // pooledPayload copies the payload of data into a buffer of grpctool.PayloadPool when data is exactly a
-// Message envelope in field (as parseEnvelope takes it) with a payload of grpctool.PooledMin bytes or
-// more; nil otherwise, data untouched.
+// Message envelope in field (as parseEnvelope takes it) with a payload of pooledCopyMin bytes or more;
+// nil otherwise, data untouched.
 func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 	total := data.Len()
-	if total < grpctool.PooledMin {
+	if total < pooledCopyMin {
 		return nil
 	}
 	var head [maxEnvelopeHead]byte
@@ -36,7 +37,7 @@ func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 	}
 	off, hasData, ok := parseEnvelopeHead(head[:], field, total)
 	n := total - off
-	if !ok || !hasData || n < grpctool.PooledMin {
+	if !ok || !hasData || n < pooledCopyMin {
 		return nil
 	}
 	buf := grpctool.PayloadPool.Get(n)
@@ -51,14 +52,31 @@ func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 // capped is b that an append can never write past (as parseEnvelope's payloads).
 func capped(b []byte) []byte { return b[:len(b):len(b)] }
 
-// received is a message of type M received with a large lone payload pooled: field is the envelope's
-// Message field, setMessage puts a Message in the message's oneof.
+// A payload of medium size (pooledCopyMin up to grpctool.PooledMin) travels in batches, or alone, and
+// was copied into a new slice at every receiving end like a small one: a few KiB of garbage per message
+// at each end, which made a 4 KiB call through the tunnel cost twice a direct one at one caller (the
+// collections it brought, and the fresh memory each new slice is, were on the call's path), where
+// gRPC-go decodes out of its pooled buffers. Such a message is now decoded out of a pooled copy of the
+// received bytes, which goes back at once, and each payload it carries is copied into a buffer of
+// grpctool.PayloadPool of its own, handed on with the payload as a large one is.
+
+// pooledCopyMin is the smallest received message decoded out of a pooled copy, and the smallest payload
+// copied into a pooled buffer of its own.
+const pooledCopyMin = 1 << 10
+
+// received is a message of type M received with its payloads pooled: field is the envelope's Message
+// field, setMessage puts a Message in the message's oneof.
 type received[M any, PM interface {
 	*M
 	proto.Message
+	grpctool.OwnedUnmarshaler
+	payloads() (lone *Message, batch []*Message)
 }] struct {
-	msg        M // in the same allocation
+	msg M // in the same allocation
+	// pooled is the buffer of a lone Message's payload; entries[i] that of the batch's i-th message (nil:
+	// none). Whoever takes a payload owns its buffer.
 	pooled     *[]byte
+	entries    []*[]byte
 	field      protowire.Number
 	setMessage func(PM, *Message)
 }
@@ -70,19 +88,90 @@ func (r *received[M, PM]) UnmarshalBuffers(data mem.BufferSlice) error {
 		r.pooled = buf
 		return nil
 	}
-	return grpctool.RawCodec{}.Unmarshal(data, PM(&r.msg))
+	if data.Len() < pooledCopyMin {
+		return grpctool.RawCodec{}.Unmarshal(data, PM(&r.msg))
+	}
+	// Decoded out of a pooled copy that goes back on return: every payload that is a slice of it is
+	// copied out first, the rest protobuf copied already.
+	tmp := data.MaterializeToBuffer(grpctool.PayloadPool)
+	defer tmp.Free()
+	b := tmp.ReadOnlyData()
+	m := PM(&r.msg)
+	if ok, err := m.UnmarshalOwned(b); err != nil || !ok {
+		if err != nil {
+			return err
+		}
+		return grpctool.ProtoUnmarshal(b, m) // copies what it keeps
+	}
+	lone, batch := m.payloads()
+	r.pooled = ownPayload(lone)
+	for i, msg := range batch {
+		if buf := ownPayload(msg); buf != nil {
+			if r.entries == nil {
+				r.entries = make([]*[]byte, len(batch))
+			}
+			r.entries[i] = buf
+		}
+	}
+	return nil
 }
 
-// recvPooled receives the next message from s into a received[M].
+// ownPayload gives msg a payload of its own: in a buffer of grpctool.PayloadPool, returned, from
+// pooledCopyMin bytes on; in a new slice below that.
+func ownPayload(msg *Message) *[]byte {
+	if msg == nil || len(msg.Data) == 0 {
+		return nil
+	}
+	if len(msg.Data) < pooledCopyMin {
+		msg.Data = bytes.Clone(msg.Data)
+		return nil
+	}
+	buf := grpctool.PayloadPool.Get(len(msg.Data))
+	copy(*buf, msg.Data)
+	msg.Data = capped(*buf)
+	return buf
+}
+
+// recvPooled receives the next message from s into a received[M]: pooled is a lone Message's buffer,
+// entries those of a batch's messages (see received).
 func recvPooled[M any, PM interface {
 	*M
 	proto.Message
-}](s interface{ RecvMsg(any) error }, field protowire.Number, setMessage func(PM, *Message)) (PM, *[]byte, error) {
+	grpctool.OwnedUnmarshaler
+	payloads() (lone *Message, batch []*Message)
+}](s interface{ RecvMsg(any) error }, field protowire.Number, setMessage func(PM, *Message)) (m PM, pooled *[]byte, entries []*[]byte, err error) {
 	r := &received[M, PM]{field: field, setMessage: setMessage}
 	if err := s.RecvMsg(r); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return &r.msg, r.pooled, nil
+	return &r.msg, r.pooled, r.entries, nil
+}
+
+// payloads is the Message m is (lone), or the Message of each of its batch's messages (nil for any
+// other).
+func (m *ConnectRequest) payloads() (lone *Message, batch []*Message) {
+	return m.GetMessage(), batchPayloads(m.GetBatch().GetMsgs())
+}
+
+// payloads is as ConnectRequest's.
+func (m *ConnectResponse) payloads() (lone *Message, batch []*Message) {
+	return m.GetMessage(), batchPayloads(m.GetBatch().GetMsgs())
+}
+
+// payloads is as ConnectRequest's.
+func (m *GatewayResponse) payloads() (lone *Message, batch []*Message) {
+	return m.GetMessage(), batchPayloads(m.GetBatch().GetMsgs())
+}
+
+func batchPayloads[E interface{ GetMessage() *Message }](msgs []E) []*Message {
+	if len(msgs) == 0 {
+		return nil
+	}
+	out := make([]*Message, len(msgs))
+	for i, e := range msgs {
+		out[i] = e.GetMessage()
+	}
+	return out
 }
 
 func setRequestMessage(m *ConnectRequest, msg *Message) {
@@ -99,24 +188,25 @@ func setGatewayMessage(m *GatewayResponse, msg *Message) {
 // with a large lone payload pooled: pooled, when set, is the buffer the Message's data is, and the
 // caller owns it.
 func RecvGatewayPooled(gw grpc.ClientStream) (m *GatewayResponse, pooled *[]byte, err error) {
-	return recvPooled(gw, gatewayResponseMessageField, setGatewayMessage)
+	m, pooled, _, err = recvPooled(gw, gatewayResponseMessageField, setGatewayMessage)
+	return m, pooled, err
 }
 
 // recvPooledRequest is the generated Recv of s, with a large payload pooled when s is gRPC's own stream
 // (whose Recv is RecvMsg into a new ConnectRequest); any other stream's Recv is left as it is.
-func recvPooledRequest(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte, error) {
+func recvPooledRequest(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte, []*[]byte, error) {
 	if _, ok := s.(*grpc.GenericServerStream[ConnectRequest, ConnectResponse]); !ok {
 		m, err := s.Recv()
-		return m, nil, err
+		return m, nil, nil, err
 	}
 	return recvPooled(s, connectRequestMessageField, setRequestMessage)
 }
 
 // recvPooledResponse is recvPooledRequest for the agent's end.
-func recvPooledResponse(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byte, error) {
+func recvPooledResponse(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byte, []*[]byte, error) {
 	if _, ok := c.(*grpc.GenericClientStream[ConnectRequest, ConnectResponse]); !ok {
 		m, err := c.Recv()
-		return m, nil, err
+		return m, nil, nil, err
 	}
 	return recvPooled(c, connectResponseMessageField, setResponseMessage)
 }
@@ -138,7 +228,8 @@ func RecvRequestPooled(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte,
 	if p, ok := s.(PooledRequestReceiver); ok {
 		return p.RecvPooled()
 	}
-	return recvPooledRequest(s)
+	m, pooled, _, err := recvPooledRequest(s)
+	return m, pooled, err
 }
 
 // RecvResponsePooled receives from c, pooled when c can: a batched stream, or gRPC's own.
@@ -146,5 +237,6 @@ func RecvResponsePooled(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byt
 	if p, ok := c.(PooledResponseReceiver); ok {
 		return p.RecvPooled()
 	}
-	return recvPooledResponse(c)
+	m, pooled, _, err := recvPooledResponse(c)
+	return m, pooled, err
 }

@@ -27,13 +27,16 @@ func TestLargeLonePayloadsArePooled(t *testing.T) {
 		recv func(mem.BufferSlice) (proto.Message, *[]byte, error)
 	}{
 		{"ConnectRequest", &ConnectRequest{Msg: &ConnectRequest_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
-			return recvPooled(delivered(d), connectRequestMessageField, setRequestMessage)
+			m, pooled, _, err := recvPooled(delivered(d), connectRequestMessageField, setRequestMessage)
+			return m, pooled, err
 		}},
 		{"ConnectResponse", &ConnectResponse{Msg: &ConnectResponse_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
-			return recvPooled(delivered(d), connectResponseMessageField, setResponseMessage)
+			m, pooled, _, err := recvPooled(delivered(d), connectResponseMessageField, setResponseMessage)
+			return m, pooled, err
 		}},
 		{"GatewayResponse", &GatewayResponse{Msg: &GatewayResponse_Message{Message: msg}}, func(d mem.BufferSlice) (proto.Message, *[]byte, error) {
-			return recvPooled(delivered(d), gatewayResponseMessageField, setGatewayMessage)
+			m, pooled, _, err := recvPooled(delivered(d), gatewayResponseMessageField, setGatewayMessage)
+			return m, pooled, err
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -55,8 +58,9 @@ func TestLargeLonePayloadsArePooled(t *testing.T) {
 	}
 }
 
-// Anything but a lone large Message envelope is decoded as before, nothing pooled: a small payload, a
-// message with another field, a batch, trailing bytes; what protobuf refuses is refused.
+// Anything but a lone Message envelope is decoded as before, with no pooled buffer of its own: a small
+// payload, a message with another field, a batch (whose messages' payloads come out pooled one by one,
+// see TestBatchedPayloadsComeOutPooled), trailing bytes; what protobuf refuses is refused.
 func TestOtherMessagesAreNotPooled(t *testing.T) {
 	large := bytes.Repeat([]byte{7}, grpctool.PooledMin)
 	withUnknown := &Message{Data: large}
@@ -103,5 +107,6 @@ type delivered mem.BufferSlice
 func (d delivered) RecvMsg(m any) error { return grpctool.RawCodec{}.Unmarshal(mem.BufferSlice(d), m) }
 
 func recvResponse(b []byte) (*ConnectResponse, *[]byte, error) {
-	return recvPooled(delivered{mem.SliceBuffer(b)}, connectResponseMessageField, setResponseMessage)
+	m, pooled, _, err := recvPooled(delivered{mem.SliceBuffer(b)}, connectResponseMessageField, setResponseMessage)
+	return m, pooled, err
 }

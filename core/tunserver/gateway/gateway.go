@@ -245,8 +245,10 @@ func (a *answer) send(m *rpc.ConnectRequest, pooled *[]byte, more bool) error {
 	if err := a.ready(true); err != nil {
 		return err
 	}
-	if pooled != nil && m.GetMessage() != nil {
-		// Never batched (it is larger than a batch takes). gRPC puts the buffer back once written.
+	if pooled != nil && len(m.GetMessage().GetData()) >= grpctool.PooledMin {
+		// Never batched (it is larger than a batch takes). gRPC puts the buffer back once written. A
+		// smaller pooled payload goes into the batch and its buffer to the garbage collector: the batch
+		// may hold it past this call.
 		if err := a.batcher.Flush(); err != nil {
 			return err
 		}

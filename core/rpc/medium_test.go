@@ -1,0 +1,146 @@
+package rpc
+
+import (
+	"bytes"
+	"slices"
+	"testing"
+
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/grpctool"
+)
+
+// A batch that carries payloads of medium size is decoded out of a pooled copy of the received bytes:
+// each payload of pooledCopyMin bytes or more comes out in a pooled buffer of exactly its bytes, handed
+// out by the unbatcher with its message, a smaller one in a slice of its own; none is a slice of what was
+// received, which gRPC reuses once decoding returns.
+func TestBatchedPayloadsComeOutPooled(t *testing.T) {
+	medium := bytes.Repeat([]byte("medium"), 700) // 4 200 bytes
+	small := []byte("small")
+	sent := &ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{
+		{Msg: &ConnectResponse_RequestInfo{RequestInfo: &RequestInfo{MethodName: "/s/m"}}},
+		{Msg: &ConnectResponse_Message{Message: &Message{Data: medium}}},
+		{Msg: &ConnectResponse_Message{Message: &Message{Data: small}}},
+		{Msg: &ConnectResponse_CloseSend{CloseSend: &CloseSend{}}},
+	}}}}
+	b, err := proto.Marshal(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := slices.Clone(b)
+	c := &BatchedConnectClient{}
+	recv := func() (*ConnectResponse, *[]byte, []*[]byte, error) {
+		return recvPooled(delivered(chunked(received)), connectResponseMessageField, setResponseMessage)
+	}
+	var got []*ConnectResponse
+	var pooled []*[]byte
+	for range sent.GetBatch().GetMsgs() {
+		m, p, err := c.in.next(recv, func(m *ConnectResponse) ([]*ConnectResponse, bool) {
+			if b, ok := m.GetMsg().(*ConnectResponse_Batch); ok {
+				return b.Batch.GetMsgs(), true
+			}
+			return nil, false
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, pooled = append(got, m), append(pooled, p)
+	}
+	clear(received) // gRPC reuses its buffers
+	for i, want := range sent.GetBatch().GetMsgs() {
+		if !proto.Equal(got[i], want) {
+			t.Fatalf("message %d: %v, want %v", i, got[i], want)
+		}
+	}
+	if p := pooled[1]; p == nil || !bytes.Equal(*p, medium) || &(*p)[0] != &got[1].GetMessage().GetData()[0] {
+		t.Fatal("the medium payload is not in a pooled buffer of exactly its bytes")
+	}
+	for _, i := range []int{0, 2, 3} {
+		if pooled[i] != nil {
+			t.Fatalf("message %d came with a pooled buffer", i)
+		}
+	}
+}
+
+// A lone Message envelope of medium size comes out pooled as a large one does.
+func TestMediumLonePayloadIsPooled(t *testing.T) {
+	payload := bytes.Repeat([]byte{9}, pooledCopyMin)
+	b, err := proto.Marshal(&ConnectResponse{Msg: &ConnectResponse_Message{Message: &Message{Data: payload}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, pooled, err := recvResponse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pooled == nil || !bytes.Equal(*pooled, payload) || !bytes.Equal(got.GetMessage().GetData(), payload) {
+		t.Fatal("a lone payload of pooledCopyMin bytes is not in a pooled buffer of exactly its bytes")
+	}
+}
+
+// An answer's medium pooled message joins the batch (one gRPC message for the whole answer), which is on
+// the wire the RequestBatch of the plain messages; a pooled payload copied into the batch's buffer goes
+// back once encoded, one that keeps a buffer of its own once gRPC freed the encoding.
+func TestBatcherKeepsPooledMessages(t *testing.T) {
+	for _, n := range []int{batchInlineMax, 4 << 10} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(i)
+		}
+		header := &ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{}}}
+		trailer := &ConnectRequest{Msg: &ConnectRequest_Trailer{Trailer: &Trailer{}}}
+		want, err := proto.Marshal(&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{
+			header, {Msg: &ConnectRequest_Message{Message: &Message{Data: data}}}, trailer,
+		}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &encodingStream{}
+		b := &RequestBatcher{Stream: s}
+		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+		buf := slices.Clone(data)
+		if err := b.Send(header); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.SendPooled(&PooledMessage{Data: &buf, Pool: pool}); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(trailer); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.sent) != 0 {
+			t.Fatalf("%d bytes: %d messages sent before the flush", n, len(s.sent))
+		}
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.sent) != 1 || !bytes.Equal(s.sent[0].Materialize(), want) {
+			t.Fatalf("%d bytes: sent %d messages, want one: the batch of the plain messages", n, len(s.sent))
+		}
+		inline := n <= batchInlineMax
+		if back := pool.put == 1; back != inline {
+			t.Fatalf("%d bytes: buffer back before gRPC freed the batch: %v, want %v", n, back, inline)
+		}
+		s.sent[0].Free()
+		if pool.put != 1 {
+			t.Fatalf("%d bytes: the buffer went back %d times, want once", n, pool.put)
+		}
+	}
+}
+
+// encodingStream encodes what is sent as gRPC does, with the raw codec, and keeps the encodings.
+type encodingStream struct {
+	sent []mem.BufferSlice
+}
+
+func (s *encodingStream) Send(m *ConnectRequest) error { return s.SendMsg(m) }
+
+func (s *encodingStream) SendMsg(m any) error {
+	bs, err := grpctool.RawCodec{}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	s.sent = append(s.sent, bs)
+	return nil
+}
