@@ -209,13 +209,13 @@ func move(dst, src any) error {
 	return nil
 }
 
-// encode makes f the encoding of m, sized once. A large message for a receiver that keeps it shared
-// (kas's pump) is encoded into a pooled buffer, as gRPC's client encodes a call's message, which goes
-// back once neither the pump's replay log nor a write holds it (see request.Frame).
+// encode makes f the encoding of m, sized once. A message of MediumMin bytes or more for a receiver that
+// keeps it shared (kas's pump) is encoded into a pooled buffer, as gRPC's client encodes a call's
+// message, which goes back once neither the pump's replay log nor a write holds it (see request.Frame).
 func (f *RawFrame) encode(m protobuf.Message) error {
 	size := ProtoSize(m)
 	f.Pooled, f.Shared = nil, nil
-	if f.KeepShared && size >= PooledMin {
+	if f.KeepShared && size >= MediumMin {
 		buf, err := ProtoMarshalPooled(m, size)
 		if err != nil {
 			return err

@@ -27,9 +27,9 @@ func usePool(t *testing.T) *countingPool {
 	return p
 }
 
-// largeMessage is a message of PooledMin bytes and more, and its encoding.
+// largeMessage is a message of LargeMin bytes and more, and its encoding.
 func largeMessage(t *testing.T) (*wrapperspb.StringValue, []byte) {
-	msg := wrapperspb.String(strings.Repeat("x", PooledMin))
+	msg := wrapperspb.String(strings.Repeat("x", LargeMin))
 	b, err := proto.Marshal(msg)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,7 @@ func largeMessage(t *testing.T) (*wrapperspb.StringValue, []byte) {
 // left alone.
 func TestPooledFrameGoesBackOnceWritten(t *testing.T) {
 	p := usePool(t)
-	buf := p.Get(PooledMin)
+	buf := p.Get(LargeMin)
 	copy(*buf, "payload")
 	f := &RawFrame{Data: *buf, Pooled: buf}
 	bs, err := RawCodec{}.Marshal(f)
@@ -57,14 +57,14 @@ func TestPooledFrameGoesBackOnceWritten(t *testing.T) {
 		t.Fatalf("%d buffers back once freed, want the frame's", len(p.put))
 	}
 
-	released := p.Get(PooledMin)
+	released := p.Get(LargeMin)
 	r := &RawFrame{Data: *released, Pooled: released}
 	r.Release()
 	if len(p.put) != 2 || p.put[1] != released || r.Data != nil || r.Pooled != nil {
 		t.Fatalf("release: %d back, data left %v", len(p.put), r.Data != nil)
 	}
 
-	moved := p.Get(PooledMin)
+	moved := p.Get(LargeMin)
 	other := &RawFrame{Data: []byte("other bytes"), Pooled: moved}
 	bs, err = RawCodec{}.Marshal(other)
 	if err != nil || string(bs.Materialize()) != "other bytes" {
@@ -138,12 +138,12 @@ func TestLargeMessageMovesShared(t *testing.T) {
 	}
 }
 
-// Received from gRPC, a large message that the receiver keeps shared is gRPC's own buffer when it came
-// in one (a reference of the receiver's) and a buffer of PayloadPool otherwise; a small one, or one
-// for a receiver that did not ask, is a new slice.
+// Received from gRPC, a message of MediumMin bytes or more that the receiver keeps shared is gRPC's own
+// buffer when it came in one (a reference of the receiver's) and a buffer of PayloadPool otherwise; a
+// smaller one, or one for a receiver that did not ask, is a new slice.
 func TestRawCodecKeepsLargeMessagesShared(t *testing.T) {
 	p := usePool(t)
-	data := bytes.Repeat([]byte("y"), PooledMin)
+	data := bytes.Repeat([]byte("y"), LargeMin)
 	gp := &countingPool{BufferPool: mem.DefaultBufferPool()}
 	own := slices.Clone(data)
 	one := mem.NewBuffer(&own, gp)
@@ -169,11 +169,17 @@ func TestRawCodecKeepsLargeMessagesShared(t *testing.T) {
 	if len(p.put) != 1 {
 		t.Fatalf("%d buffers of PayloadPool back, want the copy's", len(p.put))
 	}
+	medium := mem.BufferSlice{mem.SliceBuffer(data[:MediumMin/2]), mem.SliceBuffer(data[MediumMin/2 : MediumMin])}
+	m := RawFrame{KeepShared: true}
+	if err := (RawCodec{}).Unmarshal(medium, &m); err != nil || m.Shared == nil || !bytes.Equal(m.Data, data[:MediumMin]) {
+		t.Fatalf("medium: %v, shared %v", err, m.Shared != nil)
+	}
+	m.Shared.Free()
 
 	for name, c := range map[string]struct {
 		data []byte
 		keep bool
-	}{"small": {data[:PooledMin-1], true}, "not asked": {data, false}} {
+	}{"small": {data[:MediumMin-1], true}, "not asked": {data, false}} {
 		h := RawFrame{KeepShared: c.keep}
 		if err := (RawCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(c.data)}, &h); err != nil || h.Shared != nil || !bytes.Equal(h.Data, c.data) {
 			t.Fatalf("%s: %v, shared %v", name, err, h.Shared != nil)

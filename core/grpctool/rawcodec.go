@@ -25,8 +25,8 @@ type RawFrame struct {
 	// for gRPC, which frees it once written. The sender keeps its own reference until SendMsg returns;
 	// like Pooled, a shared frame goes only to streams of ours.
 	Shared mem.Buffer
-	// KeepShared, set by a receiver before RecvMsg, asks for a large message (PooledMin bytes or more)
-	// in Shared rather than in a new slice: gRPC's own buffer when the message came in one, a buffer of
+	// KeepShared, set by a receiver before RecvMsg, asks for a message of MediumMin bytes or more in
+	// Shared rather than in a new slice: gRPC's own buffer when the message came in one, a buffer of
 	// PayloadPool it was copied into otherwise, or, in process, the buffer the sender's message was
 	// encoded into. Shared then holds one reference, the receiver's, to free once Data is not needed.
 	KeepShared bool
@@ -36,8 +36,15 @@ type RawFrame struct {
 // gRPC's own pool, where gRPC puts back what it was handed once written.
 var PayloadPool = mem.DefaultBufferPool()
 
-// PooledMin is the smallest payload worth a buffer of PayloadPool: below it a new slice costs less.
-const PooledMin = 16 << 10
+// LargeMin is the smallest payload that is large: it travels alone, never in a batch, and a receiver
+// that keeps messages shared gets it in gRPC's own buffer when it came in one.
+const LargeMin = 16 << 10
+
+// MediumMin is the smallest payload kept in a buffer of PayloadPool (or counted by references, see
+// RawFrame.KeepShared) rather than in a new slice: from 1 KiB on, a new slice per message costs the call
+// more than the pool does, in collections and fresh memory (a 4 KiB call through the tunnel once
+// made twice direct's garbage and took twice its time).
+const MediumMin = 1 << 10
 
 // Release puts f's pooled buffer back, if it has one, once its data was decoded or copied: Data is
 // unset, as it must not be read any more.
@@ -118,7 +125,7 @@ func (RawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch m := v.(type) {
 	case *RawFrame:
 		m.Pooled, m.Shared = nil, nil
-		if m.KeepShared && data.Len() >= PooledMin {
+		if m.KeepShared && data.Len() >= MediumMin {
 			m.Shared = data.MaterializeToBuffer(PayloadPool)
 			m.Data = m.Shared.ReadOnlyData()
 			return nil

@@ -42,7 +42,7 @@ func TestPooledPayloadsReachOnlyTheirCaller(t *testing.T) {
 func echoDistinctPayloads(t *testing.T, c demo.DemoClient) {
 	const callers, calls = 6, 3
 	// Medium payloads travel pooled inside batches, large ones alone.
-	sizes := []int{1 << 10, 4<<10 + 3, grpctool.PooledMin, 200 << 10, 1 << 20}
+	sizes := []int{1 << 10, 4<<10 + 3, grpctool.LargeMin, 200 << 10, 1 << 20}
 	var wg sync.WaitGroup
 	for g := range callers {
 		wg.Go(func() {

@@ -160,7 +160,13 @@ type pooledRequestBatch struct {
 // MarshalBuffers implements grpctool.BufferMarshaler: a pooled payload copied into the batch's buffer
 // goes back at once, one that keeps a buffer of its own goes to gRPC, which puts it back once written.
 func (b *pooledRequestBatch) MarshalBuffers() (mem.BufferSlice, bool) {
-	return batchBuffersPooled(connectRequestBatchField, b.batch.GetBatch().GetMsgs(), b.pooled)
+	bufs := make([]mem.Buffer, len(b.pooled))
+	for i, p := range b.pooled {
+		if p != nil {
+			bufs[i] = mem.NewBuffer(p.Data, p.Pool)
+		}
+	}
+	return batchBuffersWith(connectRequestBatchField, b.batch.GetBatch().GetMsgs(), bufs)
 }
 
 // batcher is what RequestBatcher and GatewayBatcher share: the messages kept to leave as one batch.

@@ -228,13 +228,14 @@ func parseEnvelopeHead(head []byte, field protowire.Number, total int) (off int,
 // batchBuffers is proto.Marshal of an envelope whose field is a batch of msgs, in one buffer but for
 // payloads over batchInlineMax, which keep buffers of their own (a sender batches none that large).
 func batchBuffers[M batchable](field protowire.Number, msgs []M) (mem.BufferSlice, bool) {
-	return batchBuffersPooled(field, msgs, nil)
+	return batchBuffersWith(field, msgs, nil)
 }
 
-// batchBuffersPooled is batchBuffers for a batch whose i-th message's payload is pooled[i]'s buffer when
-// that is set (pooled may be nil): put back once copied into the batch's buffer, or handed on as a
-// buffer that puts it back once freed.
-func batchBuffersPooled[M batchable](field protowire.Number, msgs []M, pooled []*PooledMessage) (mem.BufferSlice, bool) {
+// batchBuffersWith is batchBuffers for a batch whose i-th message's payload is all of bufs[i] when that
+// is set (bufs may be shorter than msgs, or nil): the encoding takes over a reference to each, freed once
+// the payload is copied into the batch's buffer, or handed on with the payload to whoever frees the
+// encoding (gRPC, once written).
+func batchBuffersWith[M batchable](field protowire.Number, msgs []M, bufs []mem.Buffer) (mem.BufferSlice, bool) {
 	sizes := make([]int, len(msgs))
 	total, inline := 0, 0
 	for i, m := range msgs {
@@ -252,7 +253,7 @@ func batchBuffersPooled[M batchable](field protowire.Number, msgs []M, pooled []
 	head = protowire.AppendTag(head, field, protowire.BytesType)
 	head = protowire.AppendVarint(head, uint64(total))
 	var out mem.BufferSlice
-	var copied []*PooledMessage // put back once the batch is encoded
+	var copied []mem.Buffer // freed once the batch is encoded
 	for i, m := range msgs {
 		head = protowire.AppendTag(head, batchMsgsField, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(sizes[i]))
@@ -264,21 +265,21 @@ func batchBuffersPooled[M batchable](field protowire.Number, msgs []M, pooled []
 			}
 			continue
 		}
-		var p *PooledMessage
-		if i < len(pooled) {
-			p = pooled[i]
+		var buf mem.Buffer
+		if i < len(bufs) {
+			buf = bufs[i]
 		}
 		head = appendEnvelopePrefix(head, f, len(data))
 		if len(data) <= batchInlineMax {
 			head = append(head, data...)
-			if p != nil {
-				copied = append(copied, p)
+			if buf != nil {
+				copied = append(copied, buf)
 			}
 			continue
 		}
 		var payload mem.Buffer = mem.SliceBuffer(data)
-		if p != nil {
-			payload = mem.NewBuffer(p.Data, p.Pool)
+		if buf != nil {
+			payload = buf
 		}
 		out = append(out, mem.SliceBuffer(head), payload)
 		head = head[len(head):] // the rest of the buffer, for what follows
@@ -286,8 +287,8 @@ func batchBuffersPooled[M batchable](field protowire.Number, msgs []M, pooled []
 	if len(head) > 0 || len(out) == 0 {
 		out = append(out, mem.SliceBuffer(head))
 	}
-	for _, p := range copied {
-		p.Pool.Put(p.Data)
+	for _, b := range copied {
+		b.Free()
 	}
 	return out, true
 }
@@ -485,6 +486,20 @@ func (m *SharedResponseMessage) MarshalBuffers() (bs mem.BufferSlice, ok bool) {
 	}
 	m.Buf.Ref()
 	return mem.BufferSlice{mem.SliceBuffer(prefix), m.Buf}, true
+}
+
+// SharedResponseBatch is a ResponseBatch some of whose messages' payloads are shared buffers (Bufs[i]
+// for the i-th message, nil for the others; see SharedResponseMessage), each with one reference that
+// the encoding takes over: freed once copied into the batch's buffer, or by gRPC once written. On the
+// wire it is that ResponseBatch.
+type SharedResponseBatch struct {
+	Msgs []*ConnectResponse
+	Bufs []mem.Buffer
+}
+
+// MarshalBuffers implements grpctool.BufferMarshaler.
+func (b *SharedResponseBatch) MarshalBuffers() (mem.BufferSlice, bool) {
+	return batchBuffersWith(connectResponseBatchField, b.Msgs, b.Bufs)
 }
 
 // PooledSender is a sender of an agent's call messages that can send a PooledMessage.

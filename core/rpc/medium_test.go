@@ -12,7 +12,7 @@ import (
 )
 
 // A batch that carries payloads of medium size is decoded out of a pooled copy of the received bytes:
-// each payload of pooledCopyMin bytes or more comes out in a pooled buffer of exactly its bytes, handed
+// each payload of grpctool.MediumMin bytes or more comes out in a pooled buffer of exactly its bytes, handed
 // out by the unbatcher with its message, a smaller one in a slice of its own; none is a slice of what was
 // received, which gRPC reuses once decoding returns.
 func TestBatchedPayloadsComeOutPooled(t *testing.T) {
@@ -65,7 +65,7 @@ func TestBatchedPayloadsComeOutPooled(t *testing.T) {
 
 // A lone Message envelope of medium size comes out pooled as a large one does.
 func TestMediumLonePayloadIsPooled(t *testing.T) {
-	payload := bytes.Repeat([]byte{9}, pooledCopyMin)
+	payload := bytes.Repeat([]byte{9}, grpctool.MediumMin)
 	b, err := proto.Marshal(&ConnectResponse{Msg: &ConnectResponse_Message{Message: &Message{Data: payload}}})
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestMediumLonePayloadIsPooled(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pooled == nil || !bytes.Equal(*pooled, payload) || !bytes.Equal(got.GetMessage().GetData(), payload) {
-		t.Fatal("a lone payload of pooledCopyMin bytes is not in a pooled buffer of exactly its bytes")
+		t.Fatal("a lone payload of grpctool.MediumMin bytes is not in a pooled buffer of exactly its bytes")
 	}
 }
 
@@ -99,11 +99,12 @@ func TestBatcherKeepsPooledMessages(t *testing.T) {
 		s := &encodingStream{}
 		b := &RequestBatcher{Stream: s}
 		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
-		buf := slices.Clone(data)
+		buf := pool.Get(n) // as the agent's encoder gets it
+		copy(*buf, data)
 		if err := b.Send(header); err != nil {
 			t.Fatal(err)
 		}
-		if err := b.SendPooled(&PooledMessage{Data: &buf, Pool: pool}); err != nil {
+		if err := b.SendPooled(&PooledMessage{Data: buf, Pool: pool}); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Send(trailer); err != nil {

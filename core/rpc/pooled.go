@@ -17,16 +17,16 @@ import (
 // written to the next stream. Copied into a new slice, each such payload is a large allocation per call
 // (zeroed, and soon garbage); copied into a buffer of grpctool.PayloadPool, it goes back to the pool once
 // read, so that 1 MiB calls cost no new memory on the receiving side. A tunnel, batched or not, receives
-// a lone Message envelope of pooledCopyMin bytes or more that way, and the payloads of a batch as
+// a lone Message envelope of grpctool.MediumMin bytes or more that way, and the payloads of a batch as
 // described below; RecvRequestPooled and RecvResponsePooled hand each buffer to the reader, who passes it
 // on with the payload (grpctool.RawFrame's Pooled) to whoever reads it last.
 
 // pooledPayload copies the payload of data into a buffer of grpctool.PayloadPool when data is exactly a
-// Message envelope in field (as parseEnvelope takes it) with a payload of pooledCopyMin bytes or more;
+// Message envelope in field (as parseEnvelope takes it) with a payload of grpctool.MediumMin bytes or more;
 // nil otherwise, data untouched.
 func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 	total := data.Len()
-	if total < pooledCopyMin {
+	if total < grpctool.MediumMin {
 		return nil
 	}
 	var head [maxEnvelopeHead]byte
@@ -37,7 +37,7 @@ func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 	}
 	off, hasData, ok := parseEnvelopeHead(head[:], field, total)
 	n := total - off
-	if !ok || !hasData || n < pooledCopyMin {
+	if !ok || !hasData || n < grpctool.MediumMin {
 		return nil
 	}
 	buf := grpctool.PayloadPool.Get(n)
@@ -52,17 +52,13 @@ func pooledPayload(data mem.BufferSlice, field protowire.Number) *[]byte {
 // capped is b that an append can never write past (as parseEnvelope's payloads).
 func capped(b []byte) []byte { return b[:len(b):len(b)] }
 
-// A payload of medium size (pooledCopyMin up to grpctool.PooledMin) travels in batches, or alone, and
+// A payload of medium size (grpctool.MediumMin up to grpctool.LargeMin) travels in batches, or alone, and
 // was copied into a new slice at every receiving end like a small one: a few KiB of garbage per message
 // at each end, which made a 4 KiB call through the tunnel cost twice a direct one at one caller (the
 // collections it brought, and the fresh memory each new slice is, were on the call's path), where
 // gRPC-go decodes out of its pooled buffers. Such a message is now decoded out of a pooled copy of the
 // received bytes, which goes back at once, and each payload it carries is copied into a buffer of
 // grpctool.PayloadPool of its own, handed on with the payload as a large one is.
-
-// pooledCopyMin is the smallest received message decoded out of a pooled copy, and the smallest payload
-// copied into a pooled buffer of its own.
-const pooledCopyMin = 1 << 10
 
 // received is a message of type M received with its payloads pooled: field is the envelope's Message
 // field, setMessage puts a Message in the message's oneof.
@@ -88,7 +84,7 @@ func (r *received[M, PM]) UnmarshalBuffers(data mem.BufferSlice) error {
 		r.pooled = buf
 		return nil
 	}
-	if data.Len() < pooledCopyMin {
+	if data.Len() < grpctool.MediumMin {
 		return grpctool.RawCodec{}.Unmarshal(data, PM(&r.msg))
 	}
 	// Decoded out of a pooled copy that goes back on return: every payload that is a slice of it is
@@ -117,12 +113,12 @@ func (r *received[M, PM]) UnmarshalBuffers(data mem.BufferSlice) error {
 }
 
 // ownPayload gives msg a payload of its own: in a buffer of grpctool.PayloadPool, returned, from
-// pooledCopyMin bytes on; in a new slice below that.
+// grpctool.MediumMin bytes on; in a new slice below that.
 func ownPayload(msg *Message) *[]byte {
 	if msg == nil || len(msg.Data) == 0 {
 		return nil
 	}
-	if len(msg.Data) < pooledCopyMin {
+	if len(msg.Data) < grpctool.MediumMin {
 		msg.Data = bytes.Clone(msg.Data)
 		return nil
 	}

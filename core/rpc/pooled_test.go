@@ -19,7 +19,7 @@ func chunked(b []byte) mem.BufferSlice {
 // A lone Message envelope with a large payload is received into a pooled buffer holding exactly the
 // payload, for each of the three envelopes; the message is what protobuf decodes.
 func TestLargeLonePayloadsArePooled(t *testing.T) {
-	payload := bytes.Repeat([]byte("pooled!"), grpctool.PooledMin/7+1)
+	payload := bytes.Repeat([]byte("pooled!"), grpctool.LargeMin/7+1)
 	msg := &Message{Data: payload}
 	for _, c := range []struct {
 		name string
@@ -62,7 +62,7 @@ func TestLargeLonePayloadsArePooled(t *testing.T) {
 // payload, a message with another field, a batch (whose messages' payloads come out pooled one by one,
 // see TestBatchedPayloadsComeOutPooled), trailing bytes; what protobuf refuses is refused.
 func TestOtherMessagesAreNotPooled(t *testing.T) {
-	large := bytes.Repeat([]byte{7}, grpctool.PooledMin)
+	large := bytes.Repeat([]byte{7}, grpctool.LargeMin)
 	withUnknown := &Message{Data: large}
 	withUnknown.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 1))
 	for name, m := range map[string]*ConnectResponse{

@@ -131,10 +131,6 @@ func (s *Stream) sendErr(err error) error {
 	return status.Error(codes.Canceled, "the call ended: kas closed the tunnel")
 }
 
-// pooledMin is the smallest message SendMsg encodes into a pooled buffer, which goes back once written
-// (or once copied into a batch): below it a new slice costs less.
-const pooledMin = 1 << 10
-
 func (s *Stream) SendMsg(m any) error {
 	if err := s.ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
@@ -161,13 +157,13 @@ func (s *Stream) SendMsg(m any) error {
 	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: data}}}))
 }
 
-// encode encodes m as one message. A protobuf message of pooledMin bytes or more (and no larger than
+// encode encodes m as one message. A protobuf message of grpctool.MediumMin bytes or more (and no larger than
 // maxMsg) goes into a buffer of grpctool.PayloadPool, returned as pooled too: sent as an
 // rpc.PooledMessage, gRPC puts it back once written, as gRPC's own codec does, so that an answer costs
 // no new memory per call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
 func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
 	if pm, ok := m.(proto.Message); ok {
-		if size := grpctool.ProtoSize(pm); size >= pooledMin && size <= maxMsg {
+		if size := grpctool.ProtoSize(pm); size >= grpctool.MediumMin && size <= maxMsg {
 			if buf, err := grpctool.ProtoMarshalPooled(pm, size); err == nil {
 				return *buf, buf, nil
 			}

@@ -280,7 +280,7 @@ func TestPooledRequestsGoBackOnceDecoded(t *testing.T) {
 	grpctool.PayloadPool = p
 	t.Cleanup(func() { grpctool.PayloadPool = old })
 
-	want := &rpc.Message{Data: bytes.Repeat([]byte("r"), grpctool.PooledMin)}
+	want := &rpc.Message{Data: bytes.Repeat([]byte("r"), grpctool.LargeMin)}
 	b, err := proto.Marshal(want)
 	if err != nil {
 		t.Fatal(err)

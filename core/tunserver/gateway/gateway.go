@@ -245,7 +245,7 @@ func (a *answer) send(m *rpc.ConnectRequest, pooled *[]byte, more bool) error {
 	if err := a.ready(true); err != nil {
 		return err
 	}
-	if pooled != nil && len(m.GetMessage().GetData()) >= grpctool.PooledMin {
+	if pooled != nil && len(m.GetMessage().GetData()) >= grpctool.LargeMin {
 		// Never batched (it is larger than a batch takes). gRPC puts the buffer back once written. A
 		// smaller pooled payload goes into the batch and its buffer to the garbage collector: the batch
 		// may hold it past this call.

@@ -193,7 +193,7 @@ func TestHopLargeRequestStaysShared(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload := bytes.Repeat([]byte("large hop message "), grpctool.PooledMin/8)
+	payload := bytes.Repeat([]byte("large hop message "), grpctool.LargeMin/8)
 	type read struct {
 		data   []byte
 		shared bool

@@ -431,23 +431,25 @@ func (tt *tunnelTarget) Send(f request.Frame) error {
 	if f.End {
 		return tt.t.out.Send(closeSendMsg)
 	}
-	if f.Buf != nil {
-		// A pooled message is never held (the pump frees its reference once Send returns): it goes at
-		// once, after what is held, and so does the rest of the request.
-		tt.hold = false
-		return tt.t.out.SendShared(&rpc.SharedResponseMessage{Buf: f.Buf})
-	}
-	m := &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}}
 	if tt.hold && tt.messages > 0 && tt.heldBytes+len(f.Data) <= rpc.BatchMaxBytes {
 		// The request as announced; a message more (a caller that breaks the method's shape), or more
-		// than a batch takes, goes at once, after what is held.
+		// than a batch takes, goes at once, after what is held. A pooled message is held with a
+		// reference of the writer's own: the pump frees its own once Send returns.
 		tt.messages--
 		tt.heldBytes += len(f.Data)
-		tt.t.out.Hold(m)
+		if f.Buf != nil {
+			tt.t.out.HoldShared(&rpc.SharedResponseMessage{Buf: f.Buf})
+			return nil
+		}
+		tt.t.out.Hold(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
 		return nil
 	}
 	tt.hold = false
-	return tt.t.out.Send(m)
+	if f.Buf != nil {
+		// It goes at once, after what is held; the write takes a reference of its own.
+		return tt.t.out.SendShared(&rpc.SharedResponseMessage{Buf: f.Buf})
+	}
+	return tt.t.out.Send(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: f.Data}}})
 }
 
 // callEndMsg is kas's call_end, with why kas ended the call early (a completed call's goes through

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
@@ -31,8 +32,11 @@ type Writer struct {
 	ended atomic.Bool
 	// held are messages still to be sent (see HoldCallEnd and Hold); flush sends them when no other
 	// message does first. Both guarded by mu.
-	held  []*rpc.ConnectResponse
-	flush *time.Timer
+	held []*rpc.ConnectResponse
+	// heldBufs[i], when set, is a reference to the shared buffer held[i]'s payload is (HoldShared), which
+	// the write of held[i] takes over; nil when no held message has one. Guarded by mu.
+	heldBufs []mem.Buffer
+	flush    *time.Timer
 }
 
 // ErrClosed is what Send returns once the Connect handler has finished (or is finishing).
@@ -51,9 +55,8 @@ func (w *Writer) Send(m *rpc.ConnectResponse) error {
 		return ErrClosed
 	}
 	if len(w.held) > 0 && w.Batches && batchable(m) {
-		held := w.held
-		w.held = nil
-		return w.Stream.Send(batch(append(held, m)))
+		held, bufs := w.takeHeldLocked()
+		return w.sendLocked(append(held, m), bufs)
 	}
 	if err := w.flushLocked(); err != nil {
 		return err
@@ -81,17 +84,37 @@ func (w *Writer) flushLocked() error {
 	if len(w.held) == 0 {
 		return nil
 	}
-	held := w.held
-	w.held = nil
-	return w.sendLocked(held)
+	return w.sendLocked(w.takeHeldLocked())
 }
 
-// sendLocked sends msgs: in one batch on a batched tunnel, one by one otherwise. w.mu must be held.
-func (w *Writer) sendLocked(msgs []*rpc.ConnectResponse) error {
+// takeHeldLocked returns the held messages and their buffers (see heldBufs), which are held no more.
+// w.mu must be held.
+func (w *Writer) takeHeldLocked() ([]*rpc.ConnectResponse, []mem.Buffer) {
+	held, bufs := w.held, w.heldBufs
+	w.held, w.heldBufs = nil, nil
+	return held, bufs
+}
+
+// sendLocked sends msgs: in one batch on a batched tunnel, one by one otherwise. bufs[i], when set, is
+// a reference to the shared buffer msgs[i]'s payload is, which the write takes over (bufs may be shorter
+// than msgs, or nil). w.mu must be held.
+func (w *Writer) sendLocked(msgs []*rpc.ConnectResponse, bufs []mem.Buffer) error {
 	if w.Batches && len(msgs) > 1 {
+		if bufs != nil {
+			return w.Stream.SendMsg(&rpc.SharedResponseBatch{Msgs: msgs, Bufs: bufs})
+		}
 		return w.Stream.Send(batch(msgs))
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
+		if i < len(bufs) && bufs[i] != nil {
+			// The write takes a reference of its own.
+			err := w.Stream.SendMsg(&rpc.SharedResponseMessage{Buf: bufs[i]})
+			bufs[i].Free()
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err := w.Stream.Send(m); err != nil {
 			return err
 		}
@@ -128,10 +151,35 @@ func (w *Writer) HoldCallEnd() { w.Hold(callEndOK) }
 func (w *Writer) Hold(m *rpc.ConnectResponse) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.holdLocked(m, nil)
+}
+
+// HoldShared is Hold for a call's message whose data others hold references to (see
+// rpc.SharedResponseMessage): the writer takes a reference of its own until the message is written, so
+// that a medium request can leave in one batch with its call's start and end as a small one does.
+func (w *Writer) HoldShared(m *rpc.SharedResponseMessage) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m.Buf.Ref()
+	w.holdLocked(&rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: m.Buf.ReadOnlyData()}}}, m.Buf)
+}
+
+// holdLocked holds m, whose payload is all of buf when buf is set (a reference the write takes over).
+// w.mu must be held.
+func (w *Writer) holdLocked(m *rpc.ConnectResponse, buf mem.Buffer) {
 	if w.ended.Load() {
+		if buf != nil {
+			buf.Free()
+		}
 		return
 	}
+	if buf != nil && w.heldBufs == nil {
+		w.heldBufs = make([]mem.Buffer, len(w.held), len(w.held)+4)
+	}
 	w.held = append(w.held, m)
+	if w.heldBufs != nil {
+		w.heldBufs = append(w.heldBufs, buf)
+	}
 	if w.flush == nil {
 		w.flush = time.AfterFunc(CallEndDelay, w.flushHeld)
 		return
@@ -163,9 +211,8 @@ func (w *Writer) End(m *rpc.ConnectResponse) {
 			return
 		}
 		w.stopFlushLocked()
-		held := append(w.held, m)
-		w.held = nil
-		_ = w.sendLocked(held)
+		held, bufs := w.takeHeldLocked()
+		_ = w.sendLocked(append(held, m), bufs)
 	}()
 }
 

@@ -31,8 +31,11 @@ func (s *sendLog) SendMsg(m any) error { return s.Send(asResponse(m)) }
 
 // asResponse is what a message sent with SendMsg is on the wire.
 func asResponse(m any) *rpc.ConnectResponse {
-	if sm, ok := m.(*rpc.SharedResponseMessage); ok {
-		return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: sm.Buf.ReadOnlyData()}}}
+	switch x := m.(type) {
+	case *rpc.SharedResponseMessage:
+		return &rpc.ConnectResponse{Msg: &rpc.ConnectResponse_Message{Message: &rpc.Message{Data: x.Buf.ReadOnlyData()}}}
+	case *rpc.SharedResponseBatch:
+		return batch(x.Msgs)
 	}
 	return m.(*rpc.ConnectResponse)
 }
