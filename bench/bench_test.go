@@ -401,6 +401,31 @@ import (
 // http-proxy 236-287 µs (2.26-2.91x), http-tunnel 286-345 µs (2.77-3.53x): the tunnel costs 1.1-1.3x
 // two plain proxies, and HTTP's 3x must sits just above what the crossings alone cost on this VM.
 //
+// Fourteenth session (2026-12-03). Medium messages. The committed runs had read unary 1 KiB at one caller
+// at 1.33-1.65x direct in all of the last twelve, where 64 B read 1.05-1.12x: unnoticed, since no figure
+// asks for it. `bench --shapes unary-256B,unary-1KiB,unary-4KiB,unary-16KiB --paths direct,tunnel`: 256 B
+// 1.12-1.14x, 1 KiB 1.43-1.60x, 4 KiB 1.88-2.29x, 16 KiB 1.04-1.14x. Syscalls per call were the same for
+// 64 B and 4 KiB (strace: 2 writes, 4 reads, about 4 futex); the cause was garbage: a 4 KiB call made
+// 40.9 KB per call (BenchmarkUnaryTunnel4KiB; direct 22.6), four new slices of a payload each that gRPC-go
+// keeps in its pooled buffers: each end's received batch (RawCodec materialized it, and the payload was a
+// slice of it), the agent's answer encoding and kas's in-process request encoding (both pooled only past
+// 16 KiB, as large payloads travel alone and batches had no room for a pooled buffer). With GOGC=800 the
+// 4 KiB ratio read 1.37x against 1.98x at 100. Now every payload from 1 KiB on (grpctool.MediumMin) is
+// pooled: a received batch of 1 KiB or more is decoded out of a pooled copy that goes back at once, each
+// payload it carries copied into a pooled buffer of its own that the unbatcher hands out with its
+// message (as a large lone one was); the agent's answer goes into a pooled buffer that joins the batch
+// (RequestBatcher.SendPooled, freed once copied into the batch or written); kas's pump keeps a request in
+// a buffer counted by references, which a tunnel holds with a reference of its own (Writer.HoldShared,
+// rpc.SharedResponseBatch) so that it still leaves in one batch with request_info and close_send.
+// BenchmarkUnaryTunnel4KiB: 40.9 -> 26.7 (the receiving and answering ends) -> 21.9 KB per call (direct
+// 22.6), 137-156 -> 118-132 -> 110-120 us per call in alternating runs (direct 83). Two alternating
+// pairs of `bench --shapes unary-1KiB,unary-4KiB,unary-16KiB --concurrency 1 --paths direct,tunnel
+// --rounds 6`: the tunnel's 4 KiB p50 139-145 -> 96-97 us (direct 53-77 in all four), 1 KiB 76-77 ->
+// 73-77 us. Still above 64 B's ratio: with GOGC=400 the 4 KiB ratio reads 1.29-1.35x against 1.49-1.76x
+// at 100, while the tunnel's garbage per call is now direct's; a collection costs the tunnel's c1 path
+// more than direct's, since its hand-offs between goroutines need the processor that the collector's
+// worker takes. A 64 B call is unchanged (168 allocations, a batch under 1 KiB takes the old path).
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
