@@ -157,10 +157,11 @@ func (s *Stream) SendMsg(m any) error {
 	return s.sendErr(s.stream.Send(&rpc.ConnectRequest{Msg: &rpc.ConnectRequest_Message{Message: &rpc.Message{Data: data}}}))
 }
 
-// encode encodes m as one message. A protobuf message of grpctool.MediumMin bytes or more (and no larger than
-// maxMsg) goes into a buffer of grpctool.PayloadPool, returned as pooled too: sent as an
-// rpc.PooledMessage, gRPC puts it back once written, as gRPC's own codec does, so that an answer costs
-// no new memory per call. Anything else is encoded as grpctool.MarshalFrame does, with pooled nil.
+// encode encodes m as one message. A protobuf message of grpctool.MediumMin bytes or more (and no larger
+// than maxMsg) goes into a buffer of grpctool.PayloadPool, returned as pooled too: sent as an
+// rpc.PooledMessage (in a batch or alone), gRPC puts it back once written, as gRPC's own codec does, so
+// that an answer costs no new memory per call. Anything else is encoded as grpctool.MarshalFrame does,
+// with pooled nil.
 func encode(m any, maxMsg int) (data []byte, pooled *[]byte, err error) {
 	if pm, ok := m.(proto.Message); ok {
 		if size := grpctool.ProtoSize(pm); size >= grpctool.MediumMin && size <= maxMsg {
