@@ -411,8 +411,8 @@ import (
 // slice of it), the agent's answer encoding and kas's in-process request encoding (both pooled only past
 // 16 KiB, as large payloads travel alone and batches had no room for a pooled buffer). With GOGC=800 the
 // 4 KiB ratio read 1.37x against 1.98x at 100. Now every payload from 1 KiB on (grpctool.MediumMin) is
-// pooled: a received batch of 1 KiB or more is decoded out of a pooled copy that goes back at once, each
-// payload it carries copied into a pooled buffer of its own that the unbatcher hands out with its
+// pooled: a received batch of 1 KiB or more is decoded out of gRPC's buffer (a pooled copy when it came
+// in several, which goes back at once), each payload it carries copied into a pooled buffer of its own that the unbatcher hands out with its
 // message (as a large lone one was); the agent's answer goes into a pooled buffer that joins the batch
 // (RequestBatcher.SendPooled, freed once copied into the batch or written); kas's pump keeps a request in
 // a buffer counted by references, which a tunnel holds with a reference of its own (Writer.HoldShared,

@@ -11,11 +11,21 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
 
-// A batch that carries payloads of medium size is decoded out of a pooled copy of the received bytes:
-// each payload of grpctool.MediumMin bytes or more comes out in a pooled buffer of exactly its bytes, handed
-// out by the unbatcher with its message, a smaller one in a slice of its own; none is a slice of what was
-// received, which gRPC reuses once decoding returns.
+// A batch that carries payloads of medium size is decoded out of gRPC's buffer when it came in one, and
+// out of a pooled copy of its buffers otherwise: each payload of grpctool.MediumMin bytes or more comes
+// out in a pooled buffer of exactly its bytes, handed out by the unbatcher with its message, a smaller
+// one in a slice of its own; none is a slice of what was received, which gRPC reuses once decoding
+// returns.
 func TestBatchedPayloadsComeOutPooled(t *testing.T) {
+	for name, deliver := range map[string]func([]byte) mem.BufferSlice{
+		"one buffer":      func(b []byte) mem.BufferSlice { return mem.BufferSlice{mem.SliceBuffer(b)} },
+		"several buffers": chunked,
+	} {
+		t.Run(name, func(t *testing.T) { batchedPayloadsComeOutPooled(t, deliver) })
+	}
+}
+
+func batchedPayloadsComeOutPooled(t *testing.T, deliver func([]byte) mem.BufferSlice) {
 	medium := bytes.Repeat([]byte("medium"), 700) // 4 200 bytes
 	small := []byte("small")
 	sent := &ConnectResponse{Msg: &ConnectResponse_Batch{Batch: &ResponseBatch{Msgs: []*ConnectResponse{
@@ -31,7 +41,7 @@ func TestBatchedPayloadsComeOutPooled(t *testing.T) {
 	received := slices.Clone(b)
 	c := &BatchedConnectClient{}
 	recv := func() (*ConnectResponse, *[]byte, []*[]byte, error) {
-		return recvPooled(delivered(chunked(received)), connectResponseMessageField, setResponseMessage)
+		return recvPooled(delivered(deliver(received)), connectResponseMessageField, setResponseMessage)
 	}
 	var got []*ConnectResponse
 	var pooled []*[]byte

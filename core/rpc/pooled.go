@@ -56,9 +56,9 @@ func capped(b []byte) []byte { return b[:len(b):len(b)] }
 // was copied into a new slice at every receiving end like a small one: a few KiB of garbage per message
 // at each end, which made a 4 KiB call through the tunnel cost twice a direct one at one caller (the
 // collections it brought, and the fresh memory each new slice is, were on the call's path), where
-// gRPC-go decodes out of its pooled buffers. Such a message is now decoded out of a pooled copy of the
-// received bytes, which goes back at once, and each payload it carries is copied into a buffer of
-// grpctool.PayloadPool of its own, handed on with the payload as a large one is.
+// gRPC-go decodes out of its pooled buffers. Such a message is now decoded out of gRPC's buffer (or a
+// pooled copy when it came in several, which goes back at once), and each payload it carries is copied
+// into a buffer of grpctool.PayloadPool of its own, handed on with the payload as a large one is.
 
 // received is a message of type M received with its payloads pooled: field is the envelope's Message
 // field, setMessage puts a Message in the message's oneof.
@@ -87,8 +87,8 @@ func (r *received[M, PM]) UnmarshalBuffers(data mem.BufferSlice) error {
 	if data.Len() < grpctool.MediumMin {
 		return grpctool.RawCodec{}.Unmarshal(data, PM(&r.msg))
 	}
-	// Decoded out of a pooled copy that goes back on return: every payload that is a slice of it is
-	// copied out first, the rest protobuf copied already.
+	// Decoded out of gRPC's buffer (a reference of ours) or a pooled copy of its buffers, either freed on
+	// return: every payload that is a slice of it is copied out first, the rest protobuf copied already.
 	tmp := data.MaterializeToBuffer(grpctool.PayloadPool)
 	defer tmp.Free()
 	b := tmp.ReadOnlyData()
