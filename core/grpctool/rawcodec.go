@@ -36,8 +36,8 @@ type RawFrame struct {
 // gRPC's own pool, where gRPC puts back what it was handed once written.
 var PayloadPool = mem.DefaultBufferPool()
 
-// LargeMin is the smallest payload that is large: it travels alone, never in a batch, and a receiver
-// that keeps messages shared gets it in gRPC's own buffer when it came in one.
+// LargeMin is the smallest payload that is large: it travels alone, never in a batch (see
+// rpc.BatchMaxBytes).
 const LargeMin = 16 << 10
 
 // MediumMin is the smallest payload kept in a buffer of PayloadPool (or counted by references, see
