@@ -66,7 +66,7 @@ type received[M any, PM interface {
 	*M
 	proto.Message
 	grpctool.OwnedUnmarshaler
-	payloads() (lone *Message, batch []*Message)
+	ownPayloads() (lone *[]byte, entries []*[]byte)
 }] struct {
 	msg M // in the same allocation
 	// pooled is the buffer of a lone Message's payload; entries[i] that of the batch's i-th message (nil:
@@ -93,22 +93,13 @@ func (r *received[M, PM]) UnmarshalBuffers(data mem.BufferSlice) error {
 	defer tmp.Free()
 	b := tmp.ReadOnlyData()
 	m := PM(&r.msg)
-	if ok, err := m.UnmarshalOwned(b); err != nil || !ok {
-		if err != nil {
-			return err
+	if ok, err := m.UnmarshalOwned(b); !ok || err != nil {
+		if err == nil {
+			err = grpctool.ProtoUnmarshal(b, m)
 		}
-		return grpctool.ProtoUnmarshal(b, m) // copies what it keeps
+		return err
 	}
-	lone, batch := m.payloads()
-	r.pooled = ownPayload(lone)
-	for i, msg := range batch {
-		if buf := ownPayload(msg); buf != nil {
-			if r.entries == nil {
-				r.entries = make([]*[]byte, len(batch))
-			}
-			r.entries[i] = buf
-		}
-	}
+	r.pooled, r.entries = m.ownPayloads()
 	return nil
 }
 
@@ -134,7 +125,7 @@ func recvPooled[M any, PM interface {
 	*M
 	proto.Message
 	grpctool.OwnedUnmarshaler
-	payloads() (lone *Message, batch []*Message)
+	ownPayloads() (lone *[]byte, entries []*[]byte)
 }](s interface{ RecvMsg(any) error }, field protowire.Number, setMessage func(PM, *Message)) (m PM, pooled *[]byte, entries []*[]byte, err error) {
 	r := &received[M, PM]{field: field, setMessage: setMessage}
 	if err := s.RecvMsg(r); err != nil {
@@ -143,31 +134,34 @@ func recvPooled[M any, PM interface {
 	return &r.msg, r.pooled, r.entries, nil
 }
 
-// payloads is the Message m is (lone), or the Message of each of its batch's messages (nil for any
-// other).
-func (m *ConnectRequest) payloads() (lone *Message, batch []*Message) {
-	return m.GetMessage(), batchPayloads(m.GetBatch().GetMsgs())
+// ownPayloads gives every payload m carries, as a lone Message or in its batch, a buffer of its own
+// (see ownPayload): lone is the pooled buffer of m's own Message, entries[i] that of its batch's i-th
+// message (nil when none has one).
+func (m *ConnectRequest) ownPayloads() (lone *[]byte, entries []*[]byte) {
+	return ownPayloads(m.GetMessage(), m.GetBatch().GetMsgs())
 }
 
-// payloads is as ConnectRequest's.
-func (m *ConnectResponse) payloads() (lone *Message, batch []*Message) {
-	return m.GetMessage(), batchPayloads(m.GetBatch().GetMsgs())
+// ownPayloads is as ConnectRequest's.
+func (m *ConnectResponse) ownPayloads() (lone *[]byte, entries []*[]byte) {
+	return ownPayloads(m.GetMessage(), m.GetBatch().GetMsgs())
 }
 
-// payloads is as ConnectRequest's.
-func (m *GatewayResponse) payloads() (lone *Message, batch []*Message) {
-	return m.GetMessage(), batchPayloads(m.GetBatch().GetMsgs())
+// ownPayloads is as ConnectRequest's.
+func (m *GatewayResponse) ownPayloads() (lone *[]byte, entries []*[]byte) {
+	return ownPayloads(m.GetMessage(), m.GetBatch().GetMsgs())
 }
 
-func batchPayloads[E interface{ GetMessage() *Message }](msgs []E) []*Message {
-	if len(msgs) == 0 {
-		return nil
+func ownPayloads[E interface{ GetMessage() *Message }](msg *Message, batch []E) (lone *[]byte, entries []*[]byte) {
+	lone = ownPayload(msg)
+	for i, e := range batch {
+		if buf := ownPayload(e.GetMessage()); buf != nil {
+			if entries == nil {
+				entries = make([]*[]byte, len(batch))
+			}
+			entries[i] = buf
+		}
 	}
-	out := make([]*Message, len(msgs))
-	for i, e := range msgs {
-		out[i] = e.GetMessage()
-	}
-	return out
+	return lone, entries
 }
 
 func setRequestMessage(m *ConnectRequest, msg *Message) {
