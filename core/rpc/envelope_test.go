@@ -13,6 +13,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/grpctool/codectest"
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pooltest"
 )
 
 type envelope interface {
@@ -223,14 +224,6 @@ func TestBatchDecodeRefusesWhatCouldAmplify(t *testing.T) {
 	}
 }
 
-// countingPool is a mem.BufferPool that counts what comes back.
-type countingPool struct {
-	mem.BufferPool
-	put int
-}
-
-func (p *countingPool) Put(b *[]byte) { p.put++ }
-
 // A PooledMessage is, on the wire, the ConnectRequest it stands for, and its buffer goes back to its pool
 // once gRPC freed what it encoded.
 func TestPooledMessagesEncodeAsTheirEnvelopes(t *testing.T) {
@@ -255,18 +248,18 @@ func TestPooledMessagesEncodeAsTheirEnvelopes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+			pool := pooltest.NewCountingPool()
 			buf := slices.Clone(data)
 			bs, ok := c.pooled(&buf, pool).MarshalBuffers()
 			if !ok || !bytes.Equal(bs.Materialize(), want) {
 				t.Fatalf("%s, %d bytes: encoded %d bytes (ok %v), want the message's %d", c.name, n, bs.Len(), ok, len(want))
 			}
-			if pool.put != 0 {
+			if pool.Puts() != 0 {
 				t.Fatalf("%s, %d bytes: the buffer went back before gRPC freed it", c.name, n)
 			}
 			bs.Free()
-			if pool.put != 1 {
-				t.Fatalf("%s, %d bytes: the buffer went back %d times once freed, want once", c.name, n, pool.put)
+			if pool.Puts() != 1 {
+				t.Fatalf("%s, %d bytes: the buffer went back %d times once freed, want once", c.name, n, pool.Puts())
 			}
 		}
 	}
@@ -294,7 +287,7 @@ func TestSharedMessagesEncodeAsTheirEnvelopes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+		pool := pooltest.NewCountingPool()
 		buf := slices.Clone(data)
 		shared := mem.NewBuffer(&buf, pool)
 		bs, ok := c.msg(shared).MarshalBuffers()
@@ -302,12 +295,12 @@ func TestSharedMessagesEncodeAsTheirEnvelopes(t *testing.T) {
 			t.Fatalf("%s: encoded %d bytes (ok %v), want the envelope's %d", c.name, bs.Len(), ok, len(want))
 		}
 		shared.Free()
-		if pool.put != 0 {
+		if pool.Puts() != 0 {
 			t.Fatalf("%s: the buffer went back while gRPC held it", c.name)
 		}
 		bs.Free()
-		if pool.put != 1 {
-			t.Fatalf("%s: the buffer went back %d times once both let go, want once", c.name, pool.put)
+		if pool.Puts() != 1 {
+			t.Fatalf("%s: the buffer went back %d times once both let go, want once", c.name, pool.Puts())
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pooltest"
 )
 
 // A batch that carries payloads of medium size is decoded out of gRPC's buffer when it came in one, and
@@ -108,7 +109,7 @@ func TestBatcherKeepsPooledMessages(t *testing.T) {
 		}
 		s := &encodingStream{}
 		b := &RequestBatcher{Stream: s}
-		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+		pool := pooltest.NewCountingPool()
 		buf := pool.Get(n) // as the agent's encoder gets it
 		copy(*buf, data)
 		if err := b.Send(header); err != nil {
@@ -120,38 +121,27 @@ func TestBatcherKeepsPooledMessages(t *testing.T) {
 		if err := b.Send(trailer); err != nil {
 			t.Fatal(err)
 		}
-		if len(s.sent) != 0 {
-			t.Fatalf("%d bytes: %d messages sent before the flush", n, len(s.sent))
+		if len(s.Sent) != 0 {
+			t.Fatalf("%d bytes: %d messages sent before the flush", n, len(s.Sent))
 		}
 		if err := b.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		if len(s.sent) != 1 || !bytes.Equal(s.sent[0].Materialize(), want) {
-			t.Fatalf("%d bytes: sent %d messages, want one: the batch of the plain messages", n, len(s.sent))
+		if len(s.Sent) != 1 || !bytes.Equal(s.Sent[0].Materialize(), want) {
+			t.Fatalf("%d bytes: sent %d messages, want one: the batch of the plain messages", n, len(s.Sent))
 		}
 		inline := n <= batchInlineMax
-		if back := pool.put == 1; back != inline {
+		if back := pool.Puts() == 1; back != inline {
 			t.Fatalf("%d bytes: buffer back before gRPC freed the batch: %v, want %v", n, back, inline)
 		}
-		s.sent[0].Free()
-		if pool.put != 1 {
-			t.Fatalf("%d bytes: the buffer went back %d times, want once", n, pool.put)
+		s.Sent[0].Free()
+		if pool.Puts() != 1 {
+			t.Fatalf("%d bytes: the buffer went back %d times, want once", n, pool.Puts())
 		}
 	}
 }
 
-// encodingStream encodes what is sent as gRPC does, with the raw codec, and keeps the encodings.
-type encodingStream struct {
-	sent []mem.BufferSlice
-}
+// encodingStream is an agent's tunnel stream that encodes what is sent as gRPC does and keeps it.
+type encodingStream struct{ pooltest.Encoder }
 
 func (s *encodingStream) Send(m *ConnectRequest) error { return s.SendMsg(m) }
-
-func (s *encodingStream) SendMsg(m any) error {
-	bs, err := grpctool.RawCodec{}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	s.sent = append(s.sent, bs)
-	return nil
-}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pooltest"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/registry"
 )
@@ -165,26 +165,6 @@ func TestHopCallsSeeOnlyTheirOwnRequest(t *testing.T) {
 	}
 }
 
-// countingPool is a buffer pool that counts what comes back.
-type countingPool struct {
-	mem.BufferPool
-	mu  sync.Mutex
-	put int
-}
-
-func (p *countingPool) Put(b *[]byte) {
-	p.mu.Lock()
-	p.put++
-	p.mu.Unlock()
-	p.BufferPool.Put(b)
-}
-
-func (p *countingPool) puts() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.put
-}
-
 // A large request message on a hop stream reaches a call that keeps it shared (the request pump) as the
 // received buffer itself, counted by references, and the buffer goes back once the call let go; a call
 // that does not ask gets the same bytes, and the buffer is left to the garbage collector.
@@ -212,7 +192,7 @@ func TestHopLargeRequestStaysShared(t *testing.T) {
 		_, err := recvAll(s)
 		return err
 	}
-	pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+	pool := pooltest.NewCountingPool()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hop := newFakeHop(ctx)
@@ -227,7 +207,7 @@ func TestHopLargeRequestStaysShared(t *testing.T) {
 	if r := <-got; !r.shared || !bytes.Equal(r.data, payload) {
 		t.Fatalf("the call that keeps messages shared got shared %v, the payload %v", r.shared, bytes.Equal(r.data, payload))
 	}
-	if n := pool.puts(); n != 1 { // the message's (start and close_send are too small to pool)
+	if n := pool.Puts(); n != 1 { // the message's (start and close_send are too small to pool)
 		t.Fatalf("%d buffers back after the shared call, want its message's", n)
 	}
 	hop.send(t, hopStart("/s/plain"), large, hopClose)
@@ -237,7 +217,7 @@ func TestHopLargeRequestStaysShared(t *testing.T) {
 	if r := <-got; r.shared || !bytes.Equal(r.data, payload) {
 		t.Fatalf("the plain call got shared %v, the payload %v", r.shared, bytes.Equal(r.data, payload))
 	}
-	if n := pool.puts(); n != 1 { // its message stays with the call
+	if n := pool.Puts(); n != 1 { // its message stays with the call
 		t.Fatalf("%d buffers back after the plain call, want none more", n)
 	}
 	close(hop.in)

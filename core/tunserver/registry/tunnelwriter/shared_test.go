@@ -7,34 +7,14 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pooltest"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 )
 
-// encodingStream encodes what kas sends as gRPC does, with the raw codec, and keeps the encodings until
-// the test frees them (gRPC frees one once written).
-type encodingStream struct {
-	sent []mem.BufferSlice
-}
+// encodingStream is a tunnel's Connect stream that encodes what kas sends as gRPC does and keeps it.
+type encodingStream struct{ pooltest.Encoder }
 
 func (s *encodingStream) Send(m *rpc.ConnectResponse) error { return s.SendMsg(m) }
-
-func (s *encodingStream) SendMsg(m any) error {
-	bs, err := grpctool.RawCodec{}.Marshal(m)
-	if err != nil {
-		return err
-	}
-	s.sent = append(s.sent, bs)
-	return nil
-}
-
-// countingPool is a mem.BufferPool that counts what comes back.
-type countingPool struct {
-	mem.BufferPool
-	put int
-}
-
-func (p *countingPool) Put(*[]byte) { p.put++ }
 
 // A medium request message whose data is a shared buffer is held like any other: it leaves in one batch
 // with its call's request_info and close_send, the bytes of that batch exactly, and the writer's own
@@ -43,7 +23,7 @@ func (p *countingPool) Put(*[]byte) { p.put++ }
 func TestHeldSharedMessageJoinsTheBatch(t *testing.T) {
 	for _, n := range []int{1000, 4 << 10} {
 		data := bytes.Repeat([]byte{7}, n)
-		pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+		pool := pooltest.NewCountingPool()
 		b := pool.Get(n)
 		copy(*b, data)
 		buf := mem.NewBuffer(b, pool) // the pump's reference
@@ -52,7 +32,7 @@ func TestHeldSharedMessageJoinsTheBatch(t *testing.T) {
 		w.Hold(testInfo)
 		w.HoldShared(&rpc.SharedResponseMessage{Buf: buf})
 		buf.Free() // the pump lets go once Send returns
-		if pool.put != 0 {
+		if pool.Puts() != 0 {
 			t.Fatalf("%d bytes: the buffer went back while held", n)
 		}
 		if err := w.Send(testCloseSend); err != nil {
@@ -62,16 +42,16 @@ func TestHeldSharedMessageJoinsTheBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(s.sent) != 1 || !bytes.Equal(s.sent[0].Materialize(), want) {
-			t.Fatalf("%d bytes: sent %d messages, want one: the batch of request_info, the message and close_send", n, len(s.sent))
+		if len(s.Sent) != 1 || !bytes.Equal(s.Sent[0].Materialize(), want) {
+			t.Fatalf("%d bytes: sent %d messages, want one: the batch of request_info, the message and close_send", n, len(s.Sent))
 		}
 		copied := n <= 1024 // rpc's batchInlineMax
-		if back := pool.put == 1; back != copied {
+		if back := pool.Puts() == 1; back != copied {
 			t.Fatalf("%d bytes: buffer back before the encoding was freed: %v, want %v", n, back, copied)
 		}
-		s.sent[0].Free()
-		if pool.put != 1 {
-			t.Fatalf("%d bytes: the buffer went back %d times, want once", n, pool.put)
+		s.Sent[0].Free()
+		if pool.Puts() != 1 {
+			t.Fatalf("%d bytes: the buffer went back %d times, want once", n, pool.Puts())
 		}
 	}
 }
@@ -79,7 +59,7 @@ func TestHeldSharedMessageJoinsTheBatch(t *testing.T) {
 // A held shared message on its own (the flush after CallEndDelay, or a tunnel's end) goes as a
 // SharedResponseMessage, and the writer's reference goes with the write.
 func TestHeldSharedMessageFlushesAlone(t *testing.T) {
-	pool := &countingPool{BufferPool: mem.DefaultBufferPool()}
+	pool := pooltest.NewCountingPool()
 	b := pool.Get(4 << 10)
 	buf := mem.NewBuffer(b, pool)
 	s := &encodingStream{}
@@ -93,11 +73,11 @@ func TestHeldSharedMessageFlushesAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Close()
-	if len(s.sent) != 1 || pool.put != 0 {
-		t.Fatalf("sent %d messages, buffer back %d times; want one message holding it", len(s.sent), pool.put)
+	if len(s.Sent) != 1 || pool.Puts() != 0 {
+		t.Fatalf("sent %d messages, buffer back %d times; want one message holding it", len(s.Sent), pool.Puts())
 	}
-	s.sent[0].Free()
-	if pool.put != 1 {
-		t.Fatalf("the buffer went back %d times once written, want once", pool.put)
+	s.Sent[0].Free()
+	if pool.Puts() != 1 {
+		t.Fatalf("the buffer went back %d times once written, want once", pool.Puts())
 	}
 }
