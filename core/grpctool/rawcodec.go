@@ -14,14 +14,14 @@ import (
 // payloads are never decoded.
 type RawFrame struct {
 	Data []byte
-	// Pooled, when set, is the buffer of PayloadPool that Data is (a large payload received on a
-	// tunnel), and whoever holds the frame owns it: RawCodec's Marshal hands it to gRPC, which puts it
+	// Pooled, when set, is the buffer of PayloadPool that Data is (a payload of MediumMin bytes or more
+	// received on a tunnel), and whoever holds the frame owns it: RawCodec's Marshal hands it to gRPC, which puts it
 	// back once written; Release puts it back. Either way Data must not be read afterwards, so a pooled
 	// frame goes only to streams of ours: gRPC lets interceptors and stats handlers read a sent message
 	// later. A frame dropped with Pooled set is left to the garbage collector.
 	Pooled *[]byte
-	// Shared, when set, is a buffer that Data is all of, counted by references (a large request that
-	// kas's pump keeps to replay; see request.Frame): RawCodec's Marshal takes a reference of its own
+	// Shared, when set, is a buffer that Data is all of, counted by references (a request of MediumMin bytes
+	// or more that kas's pump keeps to replay; see request.Frame): RawCodec's Marshal takes a reference of its own
 	// for gRPC, which frees it once written. The sender keeps its own reference until SendMsg returns;
 	// like Pooled, a shared frame goes only to streams of ours.
 	Shared mem.Buffer
@@ -32,8 +32,8 @@ type RawFrame struct {
 	KeepShared bool
 }
 
-// PayloadPool holds the buffers of large call payloads, received on a tunnel or encoded by an agent:
-// gRPC's own pool, where gRPC puts back what it was handed once written.
+// PayloadPool holds the buffers of call payloads of MediumMin bytes or more, received on a tunnel or
+// encoded by an agent: gRPC's own pool, where gRPC puts back what it was handed once written.
 var PayloadPool = mem.DefaultBufferPool()
 
 // LargeMin is the smallest payload that is large: it travels alone, never in a batch (see
@@ -188,7 +188,7 @@ func UnmarshalFrame(data []byte, v any) error {
 }
 
 // UnmarshalSharedFrame is UnmarshalFrame for data that is all of shared, a buffer counted by references
-// of which the caller holds one: a RawFrame that keeps large messages shared (KeepShared) takes shared
+// of which the caller holds one: a RawFrame that keeps messages shared (KeepShared) takes shared
 // with that reference, as RawCodec's Unmarshal gives it gRPC's buffer; anything else is UnmarshalFrame's,
 // and shared is left to the garbage collector (a RawFrame keeps a slice of it). A nil shared is data
 // alone.

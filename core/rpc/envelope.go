@@ -443,7 +443,7 @@ func parseBatch[M batchEntry](b []byte, field protowire.Number, newMsg func() M,
 
 // PooledMessage is an agent's message of a call (what a ConnectRequest with a Message carries) whose data
 // is a buffer of Pool: encoded with the raw codec (grpctool.BufferMarshaler), the buffer goes to gRPC,
-// which puts it back in Pool once it is written, so that a large answer costs no new memory per call.
+// which puts it back in Pool once it is written, so that an answer costs no new memory per call.
 // The sender must not touch the buffer after the send. On the wire it is that ConnectRequest.
 type PooledMessage struct {
 	Data *[]byte
@@ -470,7 +470,7 @@ func pooledEnvelope(field protowire.Number, data *[]byte, pool mem.BufferPool) m
 }
 
 // SharedResponseMessage is kas's message of a call (what a ConnectResponse with a Message carries) whose
-// data is a buffer others hold references to as well (a large request kas keeps to replay, see
+// data is a buffer others hold references to as well (a request kas keeps to replay, see
 // request.Frame): encoded with the raw codec, it takes a reference of its own, which gRPC frees once
 // the message is written. On the wire it is that ConnectResponse.
 type SharedResponseMessage struct {

@@ -175,14 +175,14 @@ func setGatewayMessage(m *GatewayResponse, msg *Message) {
 }
 
 // RecvGatewayPooled receives the next message of a gateway stream (a client stream with the raw codec),
-// with a large lone payload pooled: pooled, when set, is the buffer the Message's data is, and the
-// caller owns it.
+// with a lone payload of grpctool.MediumMin bytes or more pooled: pooled, when set, is the buffer the
+// Message's data is, and the caller owns it.
 func RecvGatewayPooled(gw grpc.ClientStream) (m *GatewayResponse, pooled *[]byte, err error) {
 	m, pooled, _, err = recvPooled(gw, gatewayResponseMessageField, setGatewayMessage)
 	return m, pooled, err
 }
 
-// recvPooledRequest is the generated Recv of s, with a large payload pooled when s is gRPC's own stream
+// recvPooledRequest is the generated Recv of s, with payloads pooled (see received) when s is gRPC's own stream
 // (whose Recv is RecvMsg into a new ConnectRequest); any other stream's Recv is left as it is.
 func recvPooledRequest(s ReverseTunnel_ConnectServer) (*ConnectRequest, *[]byte, []*[]byte, error) {
 	if _, ok := s.(*grpc.GenericServerStream[ConnectRequest, ConnectResponse]); !ok {
@@ -201,7 +201,7 @@ func recvPooledResponse(c ReverseTunnel_ConnectClient) (*ConnectResponse, *[]byt
 	return recvPooled(c, connectResponseMessageField, setResponseMessage)
 }
 
-// PooledRequestReceiver is kas's end of a tunnel that may hand over a large payload in a buffer of
+// PooledRequestReceiver is kas's end of a tunnel that may hand over a payload in a buffer of
 // grpctool.PayloadPool: pooled, when set, is the buffer the returned Message's data is, and the caller
 // owns it.
 type PooledRequestReceiver interface {

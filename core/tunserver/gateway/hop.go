@@ -118,7 +118,8 @@ func (r *hopReader) read() error {
 }
 
 // hopMessage is a message of a call's request. buf, when set, is a buffer counted by references that
-// data is all of (a large message, received shared): its one reference goes to whoever takes the message.
+// data is all of (a message of grpctool.MediumMin bytes or more, received shared): its one reference
+// goes to whoever takes the message.
 type hopMessage struct {
 	data []byte
 	buf  mem.Buffer
@@ -242,7 +243,7 @@ func (c *hopCall) SendMsg(m any) error {
 func (c *hopCall) RecvMsg(m any) error {
 	select {
 	case hm := <-c.msgs:
-		// The request pump keeps a large message shared, as it does one from gRPC (see request.Frame).
+		// The request pump keeps a message of 1 KiB or more shared, as it does one from gRPC (see request.Frame).
 		return grpctool.UnmarshalSharedFrame(hm.data, hm.buf, m)
 	case <-c.halfClose:
 		// Every message before close_send was taken: the reader hands them over one at a time, in order.

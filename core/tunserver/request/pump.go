@@ -22,7 +22,7 @@ const DefaultReplayLimit = 4 << 20
 // Frame is one item of a caller's request: a message, or the half-close.
 type Frame struct {
 	Data []byte
-	// Buf, when set, is a pooled buffer that Data is all of (a large request, see
+	// Buf, when set, is a pooled buffer that Data is all of (a request of grpctool.MediumMin bytes or more, see
 	// grpctool.RawFrame.KeepShared), counted by references: the pump holds one while it sends
 	// the frame and one while its replay log keeps it, and the buffer goes back to its pool once the
 	// last is freed. A target that hands Data to a write without copying it passes Buf on with it
