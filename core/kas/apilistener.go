@@ -8,6 +8,7 @@ import (
 	"runtime"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pingack"
 	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/auth"
@@ -49,6 +50,10 @@ func (s *Server) newAPIServer(router *routing.Router, creds credentials.Transpor
 		grpc.StaticStreamWindowSize(PublicStreamWindow),
 		grpc.StaticConnWindowSize(grpctool.ConnectionWindow),
 		grpc.NumStreamWorkers(uint32(runtime.GOMAXPROCS(0))),
+	}
+	if creds != nil {
+		// A lone PING ACK waits for the call's answer (see Start, which does the same for plaintext).
+		creds = pingack.Credentials(creds, &s.pingAcks)
 	}
 	internal := grpctool.NewInProcessConn(grpctool.ChainStreamHandler(router.RouteStream, shared...))
 	return grpc.NewServer(withCreds(creds, opts)...), internal

@@ -20,6 +20,7 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pingack"
 	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/core/metrics"
 	"github.com/tunnelbench/tunnelbench/core/tlsfiles"
@@ -49,6 +50,9 @@ type Server struct {
 	gateway    *gateway.Handler
 	httpServer *http.Server
 	httpTunnel *http.Server
+
+	// pingAcks counts the public API's held PING ACKs (PublicPingAcksMetric).
+	pingAcks pingack.Counts
 
 	// internalConn is how callers in this process reach the router: in process, without HTTP/2, through
 	// the same limits and metrics as the public API.
@@ -115,6 +119,9 @@ func New(cfg Config) (*Server, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if err := registerPingAcks(meter, &s.pingAcks); err != nil {
+		return nil, fmt.Errorf("public API metrics: %w", err)
 	}
 	s.apiServer, s.internalConn = s.newAPIServer(router, creds.server, grpcMetrics)
 	return s, nil

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/tunnelbench/tunnelbench/core/grpctool/pingack"
 	"github.com/tunnelbench/tunnelbench/core/kas/limits"
 	"github.com/tunnelbench/tunnelbench/internal/cli"
 )
@@ -46,7 +47,14 @@ func (s *Server) Start() error {
 		}()
 	}
 	serve(s.agentServer, s.listeners.agent)
-	serve(s.apiServer, s.listeners.api)
+	api := s.listeners.api
+	if api != nil && s.certs == nil {
+		// Callers' gRPC clients probe the bandwidth with a PING on nearly every call's answer; kas answers
+		// the call 100 µs or more later, so the ACK would leave alone and wake the caller twice per call.
+		// Over TLS the public credentials do this (newAPIServer).
+		api = pingack.Listener(api, &s.pingAcks)
+	}
+	serve(s.apiServer, api)
 	serve(s.privateServer, s.listeners.private)
 	s.serveHTTPTunnel()
 	s.serveMetrics()
