@@ -115,12 +115,15 @@ func (c *conn) flushHeld() {
 	}
 }
 
+// Close closes the connection first: a write blocked on a peer that does not read holds mu, and only
+// the connection's end releases it.
 func (c *conn) Close() error {
+	err := c.Conn.Close()
 	c.mu.Lock()
 	if c.timer != nil {
 		c.timer.Stop()
 	}
 	c.held = false
 	c.mu.Unlock()
-	return c.Conn.Close()
+	return err
 }

@@ -259,3 +259,30 @@ func TestSocketReadOnReady(t *testing.T) {
 		t.Fatalf("past the deadline: %v, %v; want an error and no buffer", buf, err)
 	}
 }
+
+// TestCloseEndsAWriteBlockedOnAPeerThatDoesNotRead: the held ACK's own write blocks on a peer that reads
+// nothing (net.Pipe writes wait for a reader), then the server's next write waits behind it; closing the
+// connection must end both, as it ends a plain connection's blocked write.
+func TestCloseEndsAWriteBlockedOnAPeerThatDoesNotRead(t *testing.T) {
+	server, client := net.Pipe()
+	defer client.Close()
+	c := newConn(server, nil)
+	if _, err := c.Write(ack); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * Hold) // the held ACK's write is now blocked
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := c.Write(data)
+		blocked <- err
+	}()
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for _, ch := range []chan error{closed, blocked} {
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not end the blocked writes")
+		}
+	}
+}
