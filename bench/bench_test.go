@@ -426,6 +426,31 @@ import (
 // more than direct's, since its hand-offs between goroutines need the processor that the collector's
 // worker takes. A 64 B call is unchanged (168 allocations, a batch under 1 KiB takes the old path).
 //
+// Fifteenth session (2026-12-03). The public API's lone PING ACK. kas's public API has fixed windows, so
+// kas sends no bandwidth probe of its own, but a caller's gRPC-go client on default windows does: a PING
+// with nearly every call's answer (4 898 of 5 000 calls of BenchmarkUnaryTunnelPublic). gRPC-go's server
+// writes the ACK at once; a direct server's answer follows within microseconds and shares that write,
+// kas's 100 us later, so the ACK left alone and the caller's reader woke twice per call. kas's public
+// listener (plaintext) and credentials (TLS) now hold a lone ACK for up to 1 ms, for the connection's
+// next write, which sends both with one writev (core/grpctool/pingack). Keeping gRPC's pooled read needed
+// ReadOnReady on the wrapped socket (gRPC looks for it; without it a wrapped socket is read through a 32
+// KiB buffer kept for the connection's life). strace per call: public 4 writes (one a writev) and 8 reads
+// against 5 and 10 (direct 4 and 4). BenchmarkUnaryTunnelPublic 154-158 against 158-178 us in three
+// alternating pairs. Six alternating pairs of `bench --shapes unary-64B --concurrency 1 --paths
+// direct,tunnel,tunnel-public,tunnel-2hop --tunnels tunnel,grpc-proxy` (each binary first in three):
+// public x direct 1.75, 2.32, 1.87, 2.21, 2.13, 1.81 against 2.00, 2.70, 2.39, 2.55, 2.10, 2.43 (p50
+// 96-125 against 114-170 us); public 1 MiB bytes/s x direct 0.67-0.70 against 0.63-0.69 at c1 and c16.
+// The thread wake-ups left (perf record -g -e syscalls:sys_enter_futex over 5 000 calls; FUTEX_WAKE per
+// call, public against direct): 1.16 against 0.36 in all; gRPC's control buffer waking a writer goroutine
+// 0.36 against 0.19; a yield (runtime.Gosched, in gRPC's writers and h2conn's) waking an idle processor
+// 0.24 against 0.08; gRPC's receive buffer waking a stream's reader 0.12; the caller's client woken by the
+// answer's headers 0.11 against 0.01; h2conn's reader waking the agent's tunnel 0.10; the agent's handler
+// goroutine started 0.09. All but the last two are gRPC-go's own goroutines. Tried and not kept: h2conn
+// yielding only while its connection has writers at once (a lone writer writing at once, without waking
+// an idle processor): BenchmarkUnaryTunnel 91-95 against 79-89 us in three alternating pairs, the public
+// path level. Writes per HTTP request back to back (perf, sys_enter_write): six, one per socket crossing
+// (the two HTTP clients, kas's and the upstream's HTTP servers, kas's gRPC writer, h2conn): none alone.
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
@@ -586,3 +611,7 @@ func BenchmarkUnaryDirect4KiB(b *testing.B) { benchUnary(b, PathDirect, 4<<10) }
 
 // BenchmarkUnaryTunnel4KiB is BenchmarkUnaryTunnel with 4 KiB each way.
 func BenchmarkUnaryTunnel4KiB(b *testing.B) { benchUnary(b, PathTunnel, 4<<10) }
+
+// BenchmarkUnaryTunnel2Hop4KiB is BenchmarkUnaryTunnel4KiB entering at a kas without the agent's tunnel:
+// the second kas batches the agent's medium answer payload onto the hop stream.
+func BenchmarkUnaryTunnel2Hop4KiB(b *testing.B) { benchUnary(b, PathTunnel2Hop, 4<<10) }
