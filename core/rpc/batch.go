@@ -3,6 +3,7 @@ package rpc
 import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 )
@@ -132,7 +133,7 @@ func (b *RequestBatcher) Flush() error {
 		if pooled == nil {
 			return batch
 		}
-		return &pooledRequestBatch{batch: batch, pooled: pooled}
+		return &pooledBatch[*ConnectRequest]{plain: batch, field: connectRequestBatchField, msgs: msgs, pooled: pooled}
 	})
 }
 
@@ -141,32 +142,34 @@ func (b *RequestBatcher) sendOne(m any) error {
 	switch x := m.(type) {
 	case *PooledMessage:
 		return SendPooledOn(b.Stream, x)
-	case *pooledRequestBatch:
+	case *pooledBatch[*ConnectRequest]:
 		if s, ok := b.Stream.(interface{ SendMsg(any) error }); ok {
 			return s.SendMsg(x)
 		}
-		return b.Stream.Send(x.batch) // the buffers are left to the garbage collector
+		return b.Stream.Send(x.plain) // the buffers are left to the garbage collector
 	}
 	return b.Stream.Send(m.(*ConnectRequest))
 }
 
-// pooledRequestBatch is a RequestBatch some of whose messages' payloads are pooled buffers (pooled[i] for
-// the i-th message, nil for the others). On the wire it is that RequestBatch.
-type pooledRequestBatch struct {
-	batch  *ConnectRequest
+// pooledBatch is a batch (plain, in field of its envelope) some of whose messages' payloads are pooled
+// buffers (pooled[i] for msgs[i], nil for the others). On the wire it is plain.
+type pooledBatch[M batchable] struct {
+	plain  M
+	field  protowire.Number
+	msgs   []M
 	pooled []*PooledMessage
 }
 
 // MarshalBuffers implements grpctool.BufferMarshaler: a pooled payload copied into the batch's buffer
 // goes back at once, one that keeps a buffer of its own goes to gRPC, which puts it back once written.
-func (b *pooledRequestBatch) MarshalBuffers() (mem.BufferSlice, bool) {
+func (b *pooledBatch[M]) MarshalBuffers() (mem.BufferSlice, bool) {
 	bufs := make([]mem.Buffer, len(b.pooled))
 	for i, p := range b.pooled {
 		if p != nil {
 			bufs[i] = mem.NewBuffer(p.Data, p.Pool)
 		}
 	}
-	return batchBuffersWith(connectRequestBatchField, b.batch.GetBatch().GetMsgs(), bufs)
+	return batchBuffersWith(b.field, b.msgs, bufs)
 }
 
 // batcher is what RequestBatcher and GatewayBatcher share: the messages kept to leave as one batch.
@@ -275,11 +278,27 @@ func (b *GatewayBatcher) Send(m *GatewayResponse) error {
 	return b.kept.send(m, nil, b.Flush, b.sendOne)
 }
 
+// SendPooled keeps an agent's message whose payload is m's buffer for Flush, as RequestBatcher.SendPooled
+// does: the buffer goes back to its pool once copied into the batch or written.
+func (b *GatewayBatcher) SendPooled(m *PooledMessage) error {
+	return b.kept.send(&GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: *m.Data}}}, m, b.Flush, b.sendOne)
+}
+
 // Flush sends what Send kept: one message as it is, several as one batch.
 func (b *GatewayBatcher) Flush() error {
-	return b.kept.flush(b.sendOne, func(msgs []*GatewayResponse, _ []*PooledMessage) any {
-		return &GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}}
+	return b.kept.flush(b.sendOne, func(msgs []*GatewayResponse, pooled []*PooledMessage) any {
+		batch := &GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}}
+		if pooled == nil {
+			return batch
+		}
+		return &pooledBatch[*GatewayResponse]{plain: batch, field: gatewayResponseBatchField, msgs: msgs, pooled: pooled}
 	})
 }
 
-func (b *GatewayBatcher) sendOne(m any) error { return b.Stream.SendMsg(m) }
+// sendOne sends m; a lone pooled message as a gateway stream's Message.
+func (b *GatewayBatcher) sendOne(m any) error {
+	if p, ok := m.(*PooledMessage); ok {
+		return b.Stream.SendMsg((*PooledGatewayMessage)(p))
+	}
+	return b.Stream.SendMsg(m)
+}

@@ -141,6 +141,74 @@ func TestBatcherKeepsPooledMessages(t *testing.T) {
 	}
 }
 
+// The gateway's answer does the same on a hop stream: a medium pooled payload of the agent's joins the
+// GatewayBatch (on the wire the batch of the plain messages), a lone one goes as a gateway Message, and
+// its buffer goes back once, when copied into the batch or when gRPC freed the encoding.
+func TestGatewayBatcherKeepsPooledMessages(t *testing.T) {
+	for _, n := range []int{batchInlineMax, 4 << 10} {
+		data := make([]byte, n)
+		for i := range data {
+			data[i] = byte(i)
+		}
+		ready := &GatewayResponse{Msg: &GatewayResponse_TunnelReady_{TunnelReady: &GatewayResponse_TunnelReady{}}}
+		message := &GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: data}}}
+		trailer := &GatewayResponse{Msg: &GatewayResponse_Trailer{Trailer: &Trailer{}}}
+		batched, err := proto.Marshal(&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: []*GatewayResponse{ready, message, trailer}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lone, err := proto.Marshal(message)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name   string
+			before []*GatewayResponse
+			after  []*GatewayResponse
+			want   []byte
+			inline bool // copied into the batch's buffer, so back at encoding
+		}{
+			{"batched", []*GatewayResponse{ready}, []*GatewayResponse{trailer}, batched, n <= batchInlineMax},
+			{"alone", nil, nil, lone, false},
+		} {
+			s := &pooltest.Encoder{}
+			b := &GatewayBatcher{Stream: s}
+			pool := pooltest.NewCountingPool()
+			buf := pool.Get(n) // as the tunnel's receiver hands it out
+			copy(*buf, data)
+			for _, m := range c.before {
+				if err := b.Send(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.SendPooled(&PooledMessage{Data: buf, Pool: pool}); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range c.after {
+				if err := b.Send(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(s.Sent) != 0 {
+				t.Fatalf("%s, %d bytes: %d messages sent before the flush", c.name, n, len(s.Sent))
+			}
+			if err := b.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Sent) != 1 || !bytes.Equal(s.Sent[0].Materialize(), c.want) {
+				t.Fatalf("%s, %d bytes: sent %d messages, want one: the plain messages' encoding", c.name, n, len(s.Sent))
+			}
+			if back := pool.Puts() == 1; back != c.inline {
+				t.Fatalf("%s, %d bytes: buffer back before gRPC freed the encoding: %v, want %v", c.name, n, back, c.inline)
+			}
+			s.Sent[0].Free()
+			if pool.Puts() != 1 {
+				t.Fatalf("%s, %d bytes: the buffer went back %d times, want once", c.name, n, pool.Puts())
+			}
+		}
+	}
+}
+
 // encodingStream is an agent's tunnel stream that encodes what is sent as gRPC does and keeps it.
 type encodingStream struct{ pooltest.Encoder }
 

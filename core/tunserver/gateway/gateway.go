@@ -245,14 +245,13 @@ func (a *answer) send(m *rpc.ConnectRequest, pooled *[]byte, more bool) error {
 	if err := a.ready(true); err != nil {
 		return err
 	}
-	if pooled != nil && len(m.GetMessage().GetData()) >= grpctool.LargeMin {
-		// Never batched (it is larger than a batch takes). gRPC puts the buffer back once written. A
-		// smaller pooled payload goes into the batch and its buffer to the garbage collector: the batch
-		// may hold it past this call.
-		if err := a.batcher.Flush(); err != nil {
+	if pooled != nil {
+		// The payload is pooled's buffer, which goes back once copied into a batch or written: a large
+		// one goes alone (it is larger than a batch takes), a medium one with the rest of the answer.
+		if err := a.batcher.SendPooled(&rpc.PooledMessage{Data: pooled, Pool: grpctool.PayloadPool}); err != nil {
 			return err
 		}
-		return a.stream.SendMsg(&rpc.PooledGatewayMessage{Data: pooled, Pool: grpctool.PayloadPool})
+		return a.flushUnless(more)
 	}
 	return a.queue(gatewayFromAgent(m), more)
 }
@@ -263,6 +262,11 @@ func (a *answer) queue(m *rpc.GatewayResponse, more bool) error {
 	if err := a.batcher.Send(m); err != nil {
 		return err
 	}
+	return a.flushUnless(more)
+}
+
+// flushUnless sends what is kept, unless more follows at once on a stream that takes batches.
+func (a *answer) flushUnless(more bool) error {
 	if more && a.batches {
 		return nil
 	}
