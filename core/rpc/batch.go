@@ -129,11 +129,7 @@ func (b *RequestBatcher) SendPooled(m *PooledMessage) error {
 // Flush sends what Send kept: one message as it is, several as one batch.
 func (b *RequestBatcher) Flush() error {
 	return b.kept.flush(b.sendOne, func(msgs []*ConnectRequest, pooled []*PooledMessage) any {
-		batch := &ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}
-		if pooled == nil {
-			return batch
-		}
-		return &pooledBatch[*ConnectRequest]{plain: batch, field: connectRequestBatchField, msgs: msgs, pooled: pooled}
+		return withPooled(&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: msgs}}}, connectRequestBatchField, msgs, pooled)
 	})
 }
 
@@ -158,6 +154,15 @@ type pooledBatch[M batchable] struct {
 	field  protowire.Number
 	msgs   []M
 	pooled []*PooledMessage
+}
+
+// withPooled is the batch plain of msgs as it is when none of their payloads is pooled, and as a
+// pooledBatch otherwise.
+func withPooled[M batchable](plain M, field protowire.Number, msgs []M, pooled []*PooledMessage) any {
+	if pooled == nil {
+		return plain
+	}
+	return &pooledBatch[M]{plain: plain, field: field, msgs: msgs, pooled: pooled}
 }
 
 // MarshalBuffers implements grpctool.BufferMarshaler: a pooled payload copied into the batch's buffer
@@ -287,11 +292,7 @@ func (b *GatewayBatcher) SendPooled(m *PooledMessage) error {
 // Flush sends what Send kept: one message as it is, several as one batch.
 func (b *GatewayBatcher) Flush() error {
 	return b.kept.flush(b.sendOne, func(msgs []*GatewayResponse, pooled []*PooledMessage) any {
-		batch := &GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}}
-		if pooled == nil {
-			return batch
-		}
-		return &pooledBatch[*GatewayResponse]{plain: batch, field: gatewayResponseBatchField, msgs: msgs, pooled: pooled}
+		return withPooled(&GatewayResponse{Msg: &GatewayResponse_Batch{Batch: &GatewayBatch{Msgs: msgs}}}, gatewayResponseBatchField, msgs, pooled)
 	})
 }
 
