@@ -15,8 +15,8 @@ import (
 // when no data flows that the probe could measure.
 const Hold = time.Millisecond
 
-// ackFrame is an HTTP/2 PING frame with the ACK flag: a 9-byte header (length 8, type 6, flags 1,
-// stream 0) and 8 bytes of opaque data.
+// ackLen is the length of an HTTP/2 PING frame with the ACK flag: a 9-byte header (length 8, type 6,
+// flags 1, stream 0) and 8 bytes of opaque data.
 const ackLen = 17
 
 func isLoneAck(b []byte) bool {
