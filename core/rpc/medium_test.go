@@ -95,10 +95,7 @@ func TestMediumLonePayloadIsPooled(t *testing.T) {
 // back once encoded, one that keeps a buffer of its own once gRPC freed the encoding.
 func TestBatcherKeepsPooledMessages(t *testing.T) {
 	for _, n := range []int{batchInlineMax, 4 << 10} {
-		data := make([]byte, n)
-		for i := range data {
-			data[i] = byte(i)
-		}
+		data := mediumData(n)
 		header := &ConnectRequest{Msg: &ConnectRequest_Header{Header: &Header{}}}
 		trailer := &ConnectRequest{Msg: &ConnectRequest_Trailer{Trailer: &Trailer{}}}
 		want, err := proto.Marshal(&ConnectRequest{Msg: &ConnectRequest_Batch{Batch: &RequestBatch{Msgs: []*ConnectRequest{
@@ -108,36 +105,8 @@ func TestBatcherKeepsPooledMessages(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := &encodingStream{}
-		b := &RequestBatcher{Stream: s}
-		pool := pooltest.NewCountingPool()
-		buf := pool.Get(n) // as the agent's encoder gets it
-		copy(*buf, data)
-		if err := b.Send(header); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.SendPooled(&PooledMessage{Data: buf, Pool: pool}); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Send(trailer); err != nil {
-			t.Fatal(err)
-		}
-		if len(s.Sent) != 0 {
-			t.Fatalf("%d bytes: %d messages sent before the flush", n, len(s.Sent))
-		}
-		if err := b.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		if len(s.Sent) != 1 || !bytes.Equal(s.Sent[0].Materialize(), want) {
-			t.Fatalf("%d bytes: sent %d messages, want one: the batch of the plain messages", n, len(s.Sent))
-		}
-		inline := n <= batchInlineMax
-		if back := pool.Puts() == 1; back != inline {
-			t.Fatalf("%d bytes: buffer back before gRPC freed the batch: %v, want %v", n, back, inline)
-		}
-		s.Sent[0].Free()
-		if pool.Puts() != 1 {
-			t.Fatalf("%d bytes: the buffer went back %d times, want once", n, pool.Puts())
-		}
+		checkKeepsPooled(t, "batched", &RequestBatcher{Stream: s}, &s.Encoder, data,
+			[]*ConnectRequest{header}, []*ConnectRequest{trailer}, want, n <= batchInlineMax)
 	}
 }
 
@@ -146,10 +115,7 @@ func TestBatcherKeepsPooledMessages(t *testing.T) {
 // its buffer goes back once, when copied into the batch or when gRPC freed the encoding.
 func TestGatewayBatcherKeepsPooledMessages(t *testing.T) {
 	for _, n := range []int{batchInlineMax, 4 << 10} {
-		data := make([]byte, n)
-		for i := range data {
-			data[i] = byte(i)
-		}
+		data := mediumData(n)
 		ready := &GatewayResponse{Msg: &GatewayResponse_TunnelReady_{TunnelReady: &GatewayResponse_TunnelReady{}}}
 		message := &GatewayResponse{Msg: &GatewayResponse_Message{Message: &Message{Data: data}}}
 		trailer := &GatewayResponse{Msg: &GatewayResponse_Trailer{Trailer: &Trailer{}}}
@@ -161,51 +127,64 @@ func TestGatewayBatcherKeepsPooledMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range []struct {
-			name   string
-			before []*GatewayResponse
-			after  []*GatewayResponse
-			want   []byte
-			inline bool // copied into the batch's buffer, so back at encoding
-		}{
-			{"batched", []*GatewayResponse{ready}, []*GatewayResponse{trailer}, batched, n <= batchInlineMax},
-			{"alone", nil, nil, lone, false},
-		} {
-			s := &pooltest.Encoder{}
-			b := &GatewayBatcher{Stream: s}
-			pool := pooltest.NewCountingPool()
-			buf := pool.Get(n) // as the tunnel's receiver hands it out
-			copy(*buf, data)
-			for _, m := range c.before {
-				if err := b.Send(m); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := b.SendPooled(&PooledMessage{Data: buf, Pool: pool}); err != nil {
-				t.Fatal(err)
-			}
-			for _, m := range c.after {
-				if err := b.Send(m); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if len(s.Sent) != 0 {
-				t.Fatalf("%s, %d bytes: %d messages sent before the flush", c.name, n, len(s.Sent))
-			}
-			if err := b.Flush(); err != nil {
-				t.Fatal(err)
-			}
-			if len(s.Sent) != 1 || !bytes.Equal(s.Sent[0].Materialize(), c.want) {
-				t.Fatalf("%s, %d bytes: sent %d messages, want one: the plain messages' encoding", c.name, n, len(s.Sent))
-			}
-			if back := pool.Puts() == 1; back != c.inline {
-				t.Fatalf("%s, %d bytes: buffer back before gRPC freed the encoding: %v, want %v", c.name, n, back, c.inline)
-			}
-			s.Sent[0].Free()
-			if pool.Puts() != 1 {
-				t.Fatalf("%s, %d bytes: the buffer went back %d times, want once", c.name, n, pool.Puts())
-			}
+		s := &pooltest.Encoder{}
+		checkKeepsPooled(t, "batched", &GatewayBatcher{Stream: s}, s, data,
+			[]*GatewayResponse{ready}, []*GatewayResponse{trailer}, batched, n <= batchInlineMax)
+		s = &pooltest.Encoder{}
+		checkKeepsPooled(t, "alone", &GatewayBatcher{Stream: s}, s, data, nil, nil, lone, false)
+	}
+}
+
+func mediumData(n int) []byte {
+	data := make([]byte, n)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	return data
+}
+
+// checkKeepsPooled sends before, data in a pooled buffer (as a tunnel's receiver or the agent's encoder
+// hands it over), then after through b, whose stream is s, and flushes: s must get one message, want,
+// and the buffer must go back exactly once, at encoding when inline (copied into the batch), else only
+// once gRPC freed the encoding.
+func checkKeepsPooled[M any](t *testing.T, name string, b interface {
+	Send(M) error
+	SendPooled(*PooledMessage) error
+	Flush() error
+}, s *pooltest.Encoder, data []byte, before, after []M, want []byte, inline bool) {
+	t.Helper()
+	n := len(data)
+	pool := pooltest.NewCountingPool()
+	buf := pool.Get(n)
+	copy(*buf, data)
+	for _, m := range before {
+		if err := b.Send(m); err != nil {
+			t.Fatal(err)
 		}
+	}
+	if err := b.SendPooled(&PooledMessage{Data: buf, Pool: pool}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range after {
+		if err := b.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(s.Sent) != 0 {
+		t.Fatalf("%s, %d bytes: %d messages sent before the flush", name, n, len(s.Sent))
+	}
+	if err := b.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Sent) != 1 || !bytes.Equal(s.Sent[0].Materialize(), want) {
+		t.Fatalf("%s, %d bytes: sent %d messages, want one: the plain messages' encoding", name, n, len(s.Sent))
+	}
+	if back := pool.Puts() == 1; back != inline {
+		t.Fatalf("%s, %d bytes: buffer back before gRPC freed the encoding: %v, want %v", name, n, back, inline)
+	}
+	s.Sent[0].Free()
+	if pool.Puts() != 1 {
+		t.Fatalf("%s, %d bytes: the buffer went back %d times, want once", name, n, pool.Puts())
 	}
 }
 
