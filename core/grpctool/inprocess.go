@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	protobuf "google.golang.org/protobuf/proto"
+
+	"github.com/tunnelbench/tunnelbench/core/workers"
 )
 
 // inProcessWindow is how many messages may wait in each direction of an in-process stream before the
@@ -26,12 +28,14 @@ const inProcessWindow = 8
 // must not change a message after SendMsg: the receiver may hold it.
 type InProcessConn struct {
 	handler grpc.StreamHandler
+	workers *workers.Pool // runs the streams' handlers
 	wg      sync.WaitGroup
 }
 
-// NewInProcessConn returns a connection whose every stream runs handler in a new goroutine.
+// NewInProcessConn returns a connection whose every stream runs handler in a goroutine of its own
+// (workers.Go: a kept one when one is idle).
 func NewInProcessConn(handler grpc.StreamHandler) *InProcessConn {
-	return &InProcessConn{handler: handler}
+	return &InProcessConn{handler: handler, workers: workers.New()}
 }
 
 // Wait returns when every handler started by the connection has returned.
@@ -79,12 +83,12 @@ func (c *InProcessConn) NewStream(ctx context.Context, _ *grpc.StreamDesc, metho
 	}
 	p, cancel := c.newPipe(ctx, method, opts, inProcessWindow)
 	c.wg.Add(1)
-	go func() {
+	c.workers.Go(func() {
 		defer c.wg.Done()
 		err := c.handler(nil, &pipeServer{p: p})
 		cancel()
 		p.finish(err)
-	}()
+	})
 	return &pipeClient{p: p}, nil
 }
 

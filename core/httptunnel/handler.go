@@ -19,19 +19,21 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunserver/request"
+	"github.com/tunnelbench/tunnelbench/core/workers"
 )
 
 // Handler is the kas side: it forwards HTTP requests for PathPrefix + "{agentID}/{rest}" to that agent
 // as requests for "/{rest}", through conn (kas's InternalConn).
 type Handler struct {
-	client HTTPTunnelClient
-	opts   options
+	client  HTTPTunnelClient
+	opts    options
+	workers *workers.Pool // upload request bodies
 }
 
 // NewHandler returns the kas-side handler. conn routes calls to agents by the
 // kas-hop-routing-agent-id metadata: kas.Server.InternalConn().
 func NewHandler(conn grpc.ClientConnInterface, opts ...Option) *Handler {
-	return &Handler{client: NewHTTPTunnelClient(conn), opts: newOptions(opts)}
+	return &Handler{client: NewHTTPTunnelClient(conn), opts: newOptions(opts), workers: workers.New()}
 }
 
 // ParsePath splits an escaped request path PathPrefix + "{agentID}/{rest}" into the agent id and the
@@ -151,7 +153,7 @@ func (ex *exchange) run(path string) {
 		// goroutine to hand it to (the in-process stream takes both without blocking).
 		ex.upload(ctx, stream, 0)
 	} else {
-		go ex.upload(ctx, stream, contentLength)
+		ex.h.workers.Go(func() { ex.upload(ctx, stream, contentLength) })
 	}
 	ex.download(stream)
 }

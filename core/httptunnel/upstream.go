@@ -19,6 +19,7 @@ import (
 
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
+	"github.com/tunnelbench/tunnelbench/core/workers"
 )
 
 // Upstream is the agent side: it serves HTTPTunnel by forwarding every exchange to one local HTTP
@@ -26,10 +27,11 @@ import (
 type Upstream struct {
 	UnimplementedHTTPTunnelServer
 
-	base  *url.URL
-	name  string // base, redacted, for messages
-	opts  options
-	owned *http.Transport // closed by Close when the client is ours
+	base    *url.URL
+	name    string // base, redacted, for messages
+	opts    options
+	owned   *http.Transport // closed by Close when the client is ours
+	workers *workers.Pool   // read what kas sends while the upstream answers
 }
 
 // NewUpstream returns the service that forwards exchanges to base, an http or https URL; the request
@@ -51,7 +53,7 @@ func NewUpstream(base *url.URL, opts ...Option) (*Upstream, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("http upstream %s: %w", base.Redacted(), errors.Join(errs...))
 	}
-	u := &Upstream{base: base, name: base.Redacted(), opts: newOptions(opts)}
+	u := &Upstream{base: base, name: base.Redacted(), opts: newOptions(opts), workers: workers.New()}
 	if u.opts.client == nil {
 		u.owned = newUpstreamTransport()
 		u.opts.client = &http.Client{
@@ -138,7 +140,7 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 		readMu    sync.Mutex
 		violation error
 	)
-	go func() {
+	u.workers.Go(func() {
 		_ = readRequestBody(stream, &checker, hdr.GetContentLength(), pw, func(err error) {
 			log.Warn("kas broke the http tunnel protocol", "err", err)
 			readMu.Lock()
@@ -146,7 +148,7 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 			readMu.Unlock()
 			cancel()
 		})
-	}()
+	})
 	defer func() {
 		// Wake a reader blocked writing the body. The reader itself ends with the call, once this handler
 		// returns; it cannot be waited for here, as kas ends its side only after this answer is complete.

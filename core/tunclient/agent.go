@@ -21,6 +21,7 @@ import (
 	"github.com/tunnelbench/tunnelbench/core/grpctool"
 	"github.com/tunnelbench/tunnelbench/core/rpc"
 	"github.com/tunnelbench/tunnelbench/core/tunclient/reconnect"
+	"github.com/tunnelbench/tunnelbench/core/workers"
 )
 
 // Pool defaults.
@@ -174,6 +175,8 @@ type Agent struct {
 	mux     *grpctool.ServiceMux
 	health  *health.Server
 	metrics *agentMetrics
+	// workers run the calls' handlers (and the kas side of a call to an upstream).
+	workers *workers.Pool
 	// The bufconn server and the agent's connection to it, with Config.BufconnServer only.
 	server   *grpc.Server
 	listener *grpctool.InMemoryListener
@@ -198,6 +201,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg:       cfg,
 		mux:       grpctool.NewServiceMux(cfg.UnaryInterceptors, cfg.StreamInterceptors),
 		health:    health.NewServer(),
+		workers:   workers.New(),
 		upstreams: make(map[string]grpc.ClientConnInterface),
 	}
 	if cfg.BufconnServer {

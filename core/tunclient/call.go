@@ -43,7 +43,7 @@ func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.Re
 	// kas -> service. It ends at kas's end of the call: after the answer, or early when the caller
 	// cancelled, in which case the service's call is cancelled too.
 	kasDone := make(chan bool, 1)
-	go func() {
+	a.workers.Go(func() {
 		defer cancelCall()
 		sendOK := true
 		ended, _ := tc.kasSide(func(m *rpc.ConnectResponse, _ *[]byte) {
@@ -64,7 +64,7 @@ func (a *Agent) serveCall(streamCtx context.Context, tc tunnelCall, info *rpc.Re
 			a.cfg.Log.Warn("kas broke the tunnel protocol", "method", info.GetMethodName(), "err", err)
 		})
 		kasDone <- ended
-	}()
+	})
 
 	// service -> kas: header, every message, trailer, final status.
 	a.answer(tc.stream, cs)

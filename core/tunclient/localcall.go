@@ -38,14 +38,14 @@ func (a *Agent) serveLocal(ctx context.Context, cancelCall context.CancelFunc, m
 	var drainTimer *time.Timer
 	var oursSent bool
 	drain := tc.drain
-	go func() {
+	a.workers.Go(func() {
 		ss.Finish(a.mux.Handle(nil, ss))
 		oursSent = endOurs() == nil
 		// kas ends its side as soon as it has the answer; if it does not, stop waiting after the
 		// drain timeout.
 		drainTimer = time.AfterFunc(drain, tc.cancelStream)
 		close(handlerDone)
-	}()
+	})
 
 	// kas -> service, on this goroutine, until kas's end of the call: after the answer, or early when the
 	// caller cancelled, in which case the handler's context is cancelled too.
