@@ -11,7 +11,7 @@ import (
 // FuzzProtoFastPath checks the HTTP tunnel's messages decoded and encoded by vtprotobuf's code against
 // protobuf's (codectest.Agree says how).
 func FuzzProtoFastPath(f *testing.F) {
-	hdr := toWire(map[string][]string{"Content-Type": {"text/plain"}, "X-Many": {"a", "", "b"}})
+	hdr := wireHeader(map[string][]string{"Content-Type": {"text/plain"}, "X-Many": {"a", "", "b"}})
 	for _, m := range []proto.Message{
 		&HTTPRequest{Msg: &HTTPRequest_Header_{Header: &HTTPRequest_Header{Method: "GET", Path: "/p", RawQuery: "q=1", Header: hdr, ContentLength: -1, Host: "h"}}},
 		&HTTPRequest{Msg: &HTTPRequest_Body{Body: &BodyChunk{Data: []byte("body")}}},

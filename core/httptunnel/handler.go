@@ -133,13 +133,13 @@ func (ex *exchange) run(path string) {
 	// HTTP/1 may then read the request body while the response streams (HTTP/2 always can).
 	_ = ex.rc.EnableFullDuplex()
 
-	reqHeader := cleanHeader(r.Header, "Expect") // kas answers "100-continue" itself by reading the body
-	reqHeader.Add("Via", viaValue(r.ProtoMajor, r.ProtoMinor, ex.h.opts.via))
+	reqHeader := wireHeader(r.Header, "Expect") // kas answers "100-continue" itself by reading the body
+	reqHeader = addWire(reqHeader, "Via", viaValue(r.ProtoMajor, r.ProtoMinor, ex.h.opts.via))
 	err = stream.Send(&HTTPRequest{Msg: &HTTPRequest_Header_{Header: &HTTPRequest_Header{
 		Method:        r.Method,
 		Path:          path,
 		RawQuery:      r.URL.RawQuery,
-		Header:        toWire(reqHeader),
+		Header:        reqHeader,
 		ContentLength: contentLength,
 		Host:          r.Host,
 	}}})
@@ -261,7 +261,7 @@ func (ex *exchange) writeHeader(m *HTTPResponse_Header) error {
 		return status.Errorf(codes.InvalidArgument, "status code %d is not a final HTTP status", code)
 	}
 	h := ex.w.Header()
-	for k, vv := range cleanHeader(fromWire(m.GetHeader())) {
+	for k, vv := range headerFromWire(m.GetHeader()) {
 		h[k] = vv
 	}
 	h.Add("Via", viaValue(int(m.GetProtoMajor()), int(m.GetProtoMinor()), ex.h.opts.via))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -25,42 +26,84 @@ var hopByHop = []string{
 	"Host",
 }
 
-// cleanHeader returns a copy of h without hop-by-hop fields, without the fields that Connection names,
-// and without the extra fields given.
-func cleanHeader(h http.Header, extra ...string) http.Header {
-	out := h.Clone()
-	if out == nil {
-		out = http.Header{}
+// wireHeader is h in its wire form without hop-by-hop fields, without the fields that Connection names,
+// and without the extra fields given; nil when none is left. It copies nothing: the wire form shares h's
+// value slices (clipped, so that an append to either copies), and h must not change while the message
+// may be sent.
+func wireHeader(h http.Header, extra ...string) map[string]*HeaderValues {
+	named := connectionNamed(h["Connection"])
+	var out map[string]*HeaderValues
+	for k, vv := range h {
+		if dropped(k, named, extra) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]*HeaderValues, len(h))
+		}
+		out[k] = &HeaderValues{Value: slices.Clip(vv)}
 	}
-	for _, v := range h["Connection"] {
+	return out
+}
+
+// addWire adds v to the field key of m, after the values there are (as http.Header.Add does), and
+// returns m: a new map when m is nil.
+func addWire(m map[string]*HeaderValues, key, v string) map[string]*HeaderValues {
+	if m == nil {
+		m = make(map[string]*HeaderValues, 1)
+	}
+	if hv := m[key]; hv != nil {
+		hv.Value = append(slices.Clip(hv.Value), v) // a copy: the values may be shared
+	} else {
+		m[key] = &HeaderValues{Value: []string{v}}
+	}
+	return m
+}
+
+// headerFromWire converts the wire form back, as fromWire does, and drops what wireHeader drops. A
+// header that a hostile or older peer sent keeps none of those fields either.
+func headerFromWire(m map[string]*HeaderValues, extra ...string) http.Header {
+	h := fromWire(m)
+	for _, k := range connectionNamed(h["Connection"]) {
+		delete(h, k)
+	}
+	for _, k := range hopByHop {
+		delete(h, k)
+	}
+	for _, k := range extra {
+		delete(h, textproto.CanonicalMIMEHeaderKey(k))
+	}
+	return h
+}
+
+// connectionNamed is the canonical names that Connection field values list.
+func connectionNamed(values []string) []string {
+	var named []string
+	for _, v := range values {
 		for name := range strings.SplitSeq(v, ",") {
 			if name = textproto.TrimString(name); name != "" {
-				out.Del(name)
+				named = append(named, textproto.CanonicalMIMEHeaderKey(name))
 			}
 		}
 	}
-	for _, k := range hopByHop {
-		out.Del(k)
-	}
-	for _, k := range extra {
-		out.Del(k)
-	}
-	return out
+	return named
 }
 
-// toWire converts header fields to their wire form.
-func toWire(h http.Header) map[string]*HeaderValues {
-	if len(h) == 0 {
-		return nil
+// dropped reports whether the field named k (as it is keyed in an http.Header) stays on this side of the
+// tunnel: hop-by-hop, named by Connection, or one of extra.
+func dropped(k string, named, extra []string) bool {
+	if slices.Contains(hopByHop, k) || slices.Contains(named, k) {
+		return true
 	}
-	out := make(map[string]*HeaderValues, len(h))
-	for k, vv := range h {
-		out[k] = &HeaderValues{Value: vv}
+	for _, e := range extra {
+		if textproto.CanonicalMIMEHeaderKey(e) == k {
+			return true
+		}
 	}
-	return out
+	return false
 }
 
-// fromWire converts the wire form back. Names are canonicalized; fields without values are dropped.
+// fromWire converts the wire form back. Names are canonicalized; fields without values are dropped. The
+// header shares the message's value slices (clipped): the message must not be used once it is converted.
 func fromWire(m map[string]*HeaderValues) http.Header {
 	out := make(http.Header, len(m))
 	for k, v := range m {
@@ -68,6 +111,10 @@ func fromWire(m map[string]*HeaderValues) http.Header {
 			continue
 		}
 		k = http.CanonicalHeaderKey(k)
+		if out[k] == nil {
+			out[k] = slices.Clip(v.GetValue())
+			continue
+		}
 		out[k] = append(out[k], v.GetValue()...)
 	}
 	return out

@@ -190,7 +190,7 @@ func (u *Upstream) Exchange(stream HTTPTunnel_ExchangeServer) error {
 func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, resp *http.Response, inline bool, log *slog.Logger) error {
 	hdr := &HTTPResponse_Header{
 		StatusCode:    int32(resp.StatusCode),
-		Header:        toWire(cleanHeader(resp.Header)),
+		Header:        wireHeader(resp.Header),
 		ContentLength: resp.ContentLength,
 		ProtoMajor:    int32(resp.ProtoMajor),
 		ProtoMinor:    int32(resp.ProtoMinor),
@@ -244,7 +244,7 @@ func (u *Upstream) relay(stream HTTPTunnel_ExchangeServer, req *http.Request, re
 			return u.bodyFailed(req, rerr, log)
 		}
 	}
-	end := &HTTPResponse_End{Trailer: toWire(cleanHeader(resp.Trailer))}
+	end := &HTTPResponse_End{Trailer: wireHeader(resp.Trailer)}
 	return stream.Send(&HTTPResponse{Msg: &HTTPResponse_End_{End: end}})
 }
 
@@ -273,7 +273,7 @@ func (u *Upstream) newRequest(ctx context.Context, hdr *HTTPRequest_Header, body
 	req.URL = target // exactly as built, escaping included
 	req.Body = body
 	req.ContentLength = max(hdr.GetContentLength(), -1)
-	req.Header = cleanHeader(fromWire(hdr.GetHeader()))
+	req.Header = headerFromWire(hdr.GetHeader())
 	if _, ok := req.Header["User-Agent"]; !ok {
 		req.Header.Set("User-Agent", "") // do not let the client add its own
 	}
