@@ -461,6 +461,39 @@ import (
 // 78-82 against 82-84 us in four alternating pairs, 165 against 168 allocations; the public path within
 // the noise. Not built: a few microseconds at most, for a change to the protocol's end-of-call handling.
 //
+// Sixteenth session (2026-12-03). Where an HTTP request's time goes at 500 req/s, from runtime/trace
+// (goroutine transitions per request, 1 500-2 000 requests): most requests run start to end on one
+// thread, each hand-off to a goroutine on the same processor and each socket read found ready by the
+// same thread, so the latency is the CPU of the path and not waits: requests that stayed on one thread
+// took a median of 455 us through the tunnel, 355 through the http-proxy reference and 180 direct, and
+// had 22-32 us with nothing running. What the tunnel runs that two plain proxies do not, per request on
+// one thread: kas's stream handler (routing and the tunnel's send) 36-59 us, kas's tunnel reader 17-23,
+// the agent's tunnel goroutine 16-19 and h2conn's reader 10-15, kas's gRPC reader and writer 8-10 each.
+// Back to back (BenchmarkHTTPGetTunnel, CPU profile) the tunnel and the reference cost the same (268
+// against 270 us per request), yet at 500 req/s the reference was 20-30% faster: the tunnel runs much
+// more distinct code (gRPC, protobuf, h2conn, routing, net/http) where the reference runs net/http's
+// three times, and at this rate the caches are cold between requests. The profile's one finding was
+// goroutine stack growth: 5% of the CPU (11.5 us per request), in the three goroutines started per
+// request (kas's in-process stream handler 5.5 us, the agent's call handler 4.5 us, its body reader 1
+// us), each starting small and copying its stack on the way to 8-16 KiB. They now run on goroutines
+// kept for 50 ms after their last work, one pool per owner (core/workers); a pool shared by the whole
+// process was tried first and hung a synctest bubble (a bubble's goroutine waiting on a channel from
+// outside it is never durably blocked). BenchmarkHTTPGetTunnel 265-319 -> 251-292 us in four alternating
+// pairs, 5 -> 2 goroutines started per request (the two left are net/http's own, one per server, as
+// direct has one); BenchmarkUnaryTunnel and BenchmarkUnaryTunnelPublic 1.00 -> 0.00 goroutines per call
+// (the agent's handler), their time within the noise; BenchmarkUnaryTunnel2Hop keeps one (the first
+// kas's request pump, a goroutine per call that runs in synctest bubbles in its tests, left as it is).
+// Six alternating runs of 500 req/s (4 s each, direct and tunnel in turns): tunnel p50 379-457 against
+// 329-579 us, x direct 2.71-3.20 against 2.94-3.53 (one more at 3.91 with direct at 97 us); two
+// alternating pairs of the bench command's HTTP group: 2.96 and 3.26 against 3.40 and 3.88, the tunnel
+// 1.19-1.30 against 1.37-1.41 times the http-proxy reference beside it. The header
+// conversions copied each header twice on each side (a clone to drop the hop-by-hop fields, then the
+// conversion): they now convert once, sharing the value slices: 492 -> 474 allocations and 36.4 -> 34.5
+// KB per request, time within the noise. Left: kas decodes the agent's HTTP answer with protobuf's
+// reflection (4 us per request back to back; on purpose, see grpctool.FastDecoder); per message, the
+// gRPC middleware's Prometheus counters hash their labels (about 1 us each); the routing histograms
+// (two, 3 us per call at 500 req/s).
+//
 // Earlier notes (2026-11, single-use tunnels): about 15% system calls, 15% allocation and 4% GC, 6%
 // goroutine stack growth, 5% protobuf envelopes, the rest gRPC's per-call stream on the tunnel. With 1
 // MiB messages the tunnel's extra cost is one more copy of the payload on each receiving side (gRPC
