@@ -32,8 +32,8 @@ type InProcessConn struct {
 	wg      sync.WaitGroup
 }
 
-// NewInProcessConn returns a connection whose every stream runs handler in a goroutine of its own
-// (workers.Go: a kept one when one is idle).
+// NewInProcessConn returns a connection whose every stream runs handler in a goroutine of its own: one
+// kept from an earlier stream when one is idle (workers.Pool).
 func NewInProcessConn(handler grpc.StreamHandler) *InProcessConn {
 	return &InProcessConn{handler: handler, workers: workers.New()}
 }
